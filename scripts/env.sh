@@ -1,0 +1,15 @@
+# Environment shared by the lab, the test suite and the benchmarks.
+# Source it from the repository root: . scripts/env.sh
+KUBEGPU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export KUBEGPU_ROOT
+export PATH="$KUBEGPU_ROOT/.venv/bin:$PATH"
+export ANSIBLE_COLLECTIONS_PATH="$KUBEGPU_ROOT/.cache/collections"
+export ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=true
+export ANSIBLE_HOST_KEY_CHECKING=false
+export ANSIBLE_RETRY_FILES_ENABLED=false
+export ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-${CI:+1}}"
+export ANSIBLE_FORCE_COLOR=false
+export ANSIBLE_PIPELINING=true
+export ANSIBLE_LOCAL_TEMP="$KUBEGPU_ROOT/.cache/ansible-tmp"
+export PYTHONDONTWRITEBYTECODE=1
+export MOLECULE_NO_LOG=false

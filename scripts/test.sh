@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The whole test suite, stage by stage. `scripts/test.sh unit functional` runs
+# only the named stages; with no argument every stage runs, in this order.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+
+all_stages=(build lint sanity unit functional molecule)
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=("${all_stages[@]}")
+
+banner() { printf '\n=== %s ===\n' "$*"; }
+
+stage_build() {
+    # The collection builds, installs into an empty path, and ansible-doc reads every module.
+    local out=.cache/build
+    rm -rf "$out"; mkdir -p "$out"
+    ansible-galaxy collection build --force --output-path "$out" . >/dev/null
+    ansible-galaxy collection install --no-deps -p "$out/installed" "$out"/kubegpu-nvidia-*.tar.gz >/dev/null
+    local module
+    for module in plugins/modules/*.py; do
+        module=$(basename "$module" .py)
+        ANSIBLE_COLLECTIONS_PATH="$out/installed" ansible-doc "kubegpu.nvidia.$module" >/dev/null
+        echo "ansible-doc kubegpu.nvidia.$module: ok"
+    done
+}
+
+stage_lint() {
+    ansible-lint --profile production --strict
+}
+
+stage_sanity() {
+    # ansible-test must run from .../ansible_collections/kubegpu/nvidia/: copy the tree there.
+    local dest=.cache/sanity/ansible_collections/kubegpu/nvidia
+    mkdir -p "$dest"
+    git ls-files -co --exclude-standard -z | rsync -a --delete --from0 --files-from=- . "$dest/"
+    (cd "$dest" && ansible-test sanity --local --python 3.11 --color no --exclude tests/output/)
+}
+
+stage_unit() {
+    pytest -q -p no:cacheprovider tests/unit
+}
+
+stage_functional() {
+    scripts/build-fakenvml.sh >/dev/null
+    pytest -q -p no:cacheprovider tests/functional
+}
+
+stage_molecule() {
+    lab/image/build.sh >/dev/null
+    scripts/build-fakenvml.sh >/dev/null
+    local scenario
+    for scenario in extensions/molecule/*/; do
+        scenario=$(basename "$scenario")
+        [ "$scenario" = default ] && continue
+        banner "molecule $scenario"
+        (cd extensions && molecule test -s "$scenario")
+    done
+}
+
+for stage in "${stages[@]}"; do
+    banner "$stage"
+    "stage_$stage"
+done
+banner "all stages passed: ${stages[*]}"
