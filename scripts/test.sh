@@ -30,11 +30,7 @@ stage_lint() {
 }
 
 stage_sanity() {
-    # ansible-test must run from .../ansible_collections/kubegpu/nvidia/: copy the tree there.
-    local dest=.cache/sanity/ansible_collections/kubegpu/nvidia
-    mkdir -p "$dest"
-    git ls-files -co --exclude-standard -z | rsync -a --delete --from0 --files-from=- . "$dest/"
-    (cd "$dest" && ansible-test sanity --local --python 3.11 --color no --exclude tests/output/)
+    scripts/sanity.sh
 }
 
 stage_unit() {
