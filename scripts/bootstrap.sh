@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Debian packages: docker.io (engine and containerd), debootstrap for the node
-# image, gcc for the fake NVML library, kubernetes-client for the kubectl benchmark.
+# image, gcc for the fake NVML library, kubernetes-client for the kubectl benchmark,
+# and the shellcheck linter that the sanity test of the scripts needs.
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v containerd >/dev/null || missing+=(containerd)
@@ -18,6 +19,7 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v kubectl >/dev/null || missing+=(kubernetes-client)
 command -v rsync >/dev/null || missing+=(rsync)
+command -v shellcheck >/dev/null || missing+=(shellcheck)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "bootstrap: installing ${missing[*]}"
     as_root apt-get update -q

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Environment shared by the lab, the test suite and the benchmarks.
 # Source it from the repository root: . scripts/env.sh
 KUBEGPU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

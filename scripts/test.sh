@@ -19,6 +19,7 @@ stage_build() {
     ansible-galaxy collection install --no-deps -p "$out/installed" "$out"/kubegpu-nvidia-*.tar.gz >/dev/null
     local module
     for module in plugins/modules/*.py; do
+        [ -f "$module" ] || continue
         module=$(basename "$module" .py)
         ANSIBLE_COLLECTIONS_PATH="$out/installed" ansible-doc "kubegpu.nvidia.$module" >/dev/null
         echo "ansible-doc kubegpu.nvidia.$module: ok"
