@@ -1,0 +1,254 @@
+"""Unit tests of the label and taint diff logic (no API)."""
+import pytest
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import node_labels as nl
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def node(name, labels=None, taints=None, rv="7", addresses=None):
+    obj = {"metadata": {"name": name, "labels": labels or {}, "resourceVersion": rv}, "spec": {}, "status": {}}
+    if taints is not None:
+        obj["spec"]["taints"] = taints
+    if addresses:
+        obj["status"]["addresses"] = addresses
+    return obj
+
+
+# --- labels -------------------------------------------------------------------------------
+
+def test_diff_labels_adds_new_and_changed_only():
+    added, removed = nl.diff_labels({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"})
+    assert added == {"b": "3", "c": "4"}
+    assert removed == []
+
+
+def test_diff_labels_remove_stale_only_under_nvidia_prefix():
+    current = {"nvidia.com/mig.capable": "true", "nvidia.com/gpu.count": "4", "team": "ml",
+               "feature.node.kubernetes.io/pci-10de.present": "true"}
+    added, removed = nl.diff_labels(current, {"nvidia.com/gpu.count": "4"}, remove_stale=True)
+    assert added == {}
+    assert removed == ["nvidia.com/mig.capable"]
+
+
+def test_diff_labels_without_remove_stale_keeps_old_managed_labels():
+    _added, removed = nl.diff_labels({"nvidia.com/mig.capable": "true"}, {})
+    assert removed == []
+
+
+def test_diff_labels_absent_removes_named_keys_that_exist():
+    added, removed = nl.diff_labels({"x": "1", "nvidia.com/a": "b"}, {"x": "ignored", "y": "z"}, state="absent")
+    assert added == {}
+    assert removed == ["x"]
+
+
+def test_diff_labels_absent_remove_stale_drops_all_managed():
+    _added, removed = nl.diff_labels({"x": "1", "nvidia.com/a": "b", "nvidia.com/c": "d"}, {}, state="absent",
+                                     remove_stale=True)
+    assert removed == ["nvidia.com/a", "nvidia.com/c"]
+
+
+def test_normalise_labels_stringifies_like_kubernetes():
+    assert nl.normalise_labels({"p": True, "n": 8, "f": False, "e": None}) == {"p": "true", "n": "8", "f": "false",
+                                                                              "e": ""}
+
+
+# --- taints -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("nvidia.com/gpu=present:NoSchedule", GPU_TAINT),
+    ("dedicated:NoExecute", {"key": "dedicated", "value": "", "effect": "NoExecute"}),
+])
+def test_normalise_taint_parses_kubectl_form(text, expected):
+    assert nl.normalise_taint(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["nocolon", {"key": "k", "effect": "Sometimes"}, {"effect": "NoSchedule"}, 5])
+def test_normalise_taint_rejects_incomplete(bad):
+    with pytest.raises(nl.NodeLabelError):
+        nl.normalise_taint(bad)
+
+
+def test_diff_taints_adds_and_keeps_foreign_taints():
+    foreign = {"key": "dedicated", "value": "ml", "effect": "NoExecute", "timeAdded": "2024-01-01T00:00:00Z"}
+    new, added, removed = nl.diff_taints([foreign], [GPU_TAINT])
+    assert new == [foreign, GPU_TAINT]
+    assert added == [GPU_TAINT]
+    assert removed == []
+
+
+def test_diff_taints_unchanged_returns_none():
+    assert nl.diff_taints([dict(GPU_TAINT)], [GPU_TAINT]) == (None, [], [])
+
+
+def test_diff_taints_updates_value_of_same_key_and_effect():
+    new, added, removed = nl.diff_taints([{"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule"}],
+                                         [GPU_TAINT])
+    assert new == [GPU_TAINT]
+    assert added == [GPU_TAINT]
+    assert removed == [{"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule"}]
+
+
+def test_diff_taints_same_key_other_effect_is_another_taint():
+    other = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoExecute"}
+    new, _added, _removed = nl.diff_taints([other], [GPU_TAINT])
+    assert new == [other, GPU_TAINT]
+
+
+def test_diff_taints_absent_removes_by_key_and_effect_only():
+    keep = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    new, added, removed = nl.diff_taints([keep, {"key": "nvidia.com/gpu", "value": "x", "effect": "NoSchedule"}],
+                                         [GPU_TAINT], state="absent")
+    assert new == [keep]
+    assert added == []
+    assert removed == [{"key": "nvidia.com/gpu", "value": "x", "effect": "NoSchedule"}]
+
+
+# --- patch and plan -----------------------------------------------------------------------
+
+def test_build_patch_labels_only_has_no_resource_version():
+    assert nl.build_patch({"a": "1"}, ["b"], None, "9") == {"metadata": {"labels": {"a": "1", "b": None}}}
+
+
+def test_build_patch_with_taints_carries_full_list_and_resource_version():
+    patch = nl.build_patch({}, [], [GPU_TAINT], "9")
+    assert patch == {"metadata": {"resourceVersion": "9"}, "spec": {"taints": [GPU_TAINT]}}
+
+
+def test_plan_node_unchanged_has_no_patch():
+    plan = nl.plan_node(node("n1", {"a": "1"}, [GPU_TAINT]), {"a": "1"}, [GPU_TAINT])
+    assert plan["changed"] is False
+    assert plan["patch"] is None
+
+
+def test_plan_node_reports_before_and_after():
+    plan = nl.plan_node(node("n1", {"nvidia.com/mig.capable": "true", "a": "0"}), {"a": "1"}, [GPU_TAINT],
+                        remove_stale=True)
+    assert plan["changed"] is True
+    assert plan["before"] == {"labels": {"a": "0", "nvidia.com/mig.capable": "true"}, "taints": []}
+    assert plan["after"] == {"labels": {"a": "1"}, "taints": ["nvidia.com/gpu=present:NoSchedule"]}
+    assert plan["patch"]["metadata"]["labels"] == {"a": "1", "nvidia.com/mig.capable": None}
+
+
+# --- resolution ---------------------------------------------------------------------------
+
+NODES = [
+    node("ip-10-0-0-5.ec2.internal", {"kubernetes.io/hostname": "gpu-a"},
+         addresses=[{"type": "InternalIP", "address": "10.0.0.5"}, {"type": "ExternalIP", "address": "3.3.3.3"}]),
+    node("worker-2", {"kubernetes.io/hostname": "worker-2"}, addresses=[{"type": "InternalIP", "address": "10.0.0.6"}]),
+]
+BY_NAME = dict((n["metadata"]["name"], n) for n in NODES)
+
+
+@pytest.mark.parametrize("name, aliases, expected", [
+    ("worker-2", [], "worker-2"),
+    ("gpu-a", [], "ip-10-0-0-5.ec2.internal"),
+    ("lab-host", ["somehost", "10.0.0.5"], "ip-10-0-0-5.ec2.internal"),
+])
+def test_resolve_node_by_name_hostname_or_internal_ip(name, aliases, expected):
+    found, error = nl.resolve_node(BY_NAME, NODES, name, aliases)
+    assert error is None
+    assert found["metadata"]["name"] == expected
+
+
+def test_resolve_node_ignores_external_ip_and_names_the_host():
+    found, error = nl.resolve_node(BY_NAME, NODES, "lab-host", ["3.3.3.3"])
+    assert found is None
+    assert "lab-host" in error and "no Kubernetes node" in error
+
+
+def test_resolve_node_ambiguous():
+    found, error = nl.resolve_node(BY_NAME, NODES, "h", ["10.0.0.5", "10.0.0.6"])
+    assert found is None
+    assert "several" in error
+
+
+# --- apply_nodes with a fake API ----------------------------------------------------------
+
+class FakeAPI:
+    def __init__(self, nodes, patch_errors=None, on_get=None):
+        self.nodes = dict((n["metadata"]["name"], n) for n in nodes)
+        self.patch_errors = list(patch_errors or [])
+        self.calls = []
+        self.on_get = on_get
+
+    def list_nodes(self):
+        self.calls.append(("list",))
+        return list(self.nodes.values())
+
+    def get_node(self, name):
+        self.calls.append(("get", name))
+        return self.on_get(name) if self.on_get else self.nodes[name]
+
+    def patch_node(self, name, body):
+        self.calls.append(("patch", name, body))
+        if self.patch_errors:
+            raise self.patch_errors.pop(0)
+        return {}
+
+
+def req(name, labels=None, taints=None, aliases=None):
+    return {"name": name, "aliases": aliases or [], "labels": labels or {}, "taints": taints or []}
+
+
+def test_apply_nodes_writes_only_nodes_that_differ():
+    api = FakeAPI([node("a", {"x": "1"}), node("b", {"x": "0"})])
+    results, diffs = nl.apply_nodes(api, [req("a", {"x": "1"}), req("b", {"x": "1"})])
+    assert [c[0] for c in api.calls] == ["list", "patch"]
+    assert api.calls[1][1] == "b"
+    assert [r["changed"] for r in results] == [False, True]
+    assert [d["before_header"] for d in diffs] == ["node/b"]
+
+
+def test_apply_nodes_check_mode_writes_nothing():
+    api = FakeAPI([node("a")])
+    results, _diffs = nl.apply_nodes(api, [req("a", {"x": "1"})], check_mode=True)
+    assert api.calls == [("list",)]
+    assert results[0]["changed"] is True
+    assert results[0]["added"] == {"x": "1"}
+
+
+def test_apply_nodes_unknown_host_fails_before_any_write():
+    api = FakeAPI([node("a")])
+    with pytest.raises(nl.NodeLabelError, match="host ghost"):
+        nl.apply_nodes(api, [req("a", {"x": "1"}), req("ghost", {"x": "1"})])
+    assert api.calls == [("list",)]
+
+
+def test_apply_nodes_two_hosts_one_node_fails():
+    api = FakeAPI([node("a", addresses=[{"type": "InternalIP", "address": "10.1.1.1"}])])
+    with pytest.raises(nl.NodeLabelError, match="both resolve"):
+        nl.apply_nodes(api, [req("a"), req("other", aliases=["10.1.1.1"])])
+
+
+def test_apply_nodes_conflict_rereads_and_keeps_concurrent_taint():
+    concurrent = {"key": "maintenance", "value": "", "effect": "NoSchedule"}
+    fresh = node("a", taints=[concurrent], rv="8")
+    api = FakeAPI([node("a", rv="7")], patch_errors=[K8sError("conflict", status=409)], on_get=lambda n: fresh)
+    results, _diffs = nl.apply_nodes(api, [req("a", taints=[GPU_TAINT])])
+    patches = [c for c in api.calls if c[0] == "patch"]
+    assert [c[0] for c in api.calls] == ["list", "patch", "get", "patch"]
+    assert patches[1][2] == {"metadata": {"resourceVersion": "8"}, "spec": {"taints": [concurrent, GPU_TAINT]}}
+    assert results[0]["taints"] == [concurrent, GPU_TAINT]
+
+
+def test_apply_nodes_conflict_gives_up_after_bound():
+    api = FakeAPI([node("a")], patch_errors=[K8sError("conflict", status=409)] * 10)
+    with pytest.raises(nl.NodeLabelRunFailed, match="gave up after 3"):
+        nl.apply_nodes(api, [req("a", taints=[GPU_TAINT])], conflict_retries=2)
+
+
+def test_apply_nodes_failure_keeps_results_so_far():
+    api = FakeAPI([node("a"), node("b")])
+
+    def patch(name, body):
+        api.calls.append(("patch", name, body))
+        if name == "b":
+            raise K8sError("patching node b failed: 422 Unprocessable Entity: invalid value", status=422)
+        return {}
+    api.patch_node = patch
+    with pytest.raises(nl.NodeLabelRunFailed) as info:
+        nl.apply_nodes(api, [req("a", {"x": "1"}), req("b", {"x": "-bad"})])
+    assert "rejected the labels or taints of node b" in info.value.msg
+    assert [r["name"] for r in info.value.results] == ["a"]
