@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""GPU discovery through NVML (the ``pynvml`` bindings).
+
+Works with nvidia-ml-py 13.x and with older bindings such as Debian's
+python3-pynvml 11.525: strings may come back as bytes, and every call goes
+through the names both versions share.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import tempfile
+import traceback
+
+try:
+    import pynvml
+except ImportError:
+    pynvml = None
+    PYNVML_IMPORT_ERROR = traceback.format_exc()
+else:
+    PYNVML_IMPORT_ERROR = None
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import (
+    SourceUnavailable,
+    device_facts,
+    text,
+)
+
+MIB = 1024 * 1024
+
+# NVML return codes (nvml.h); used when a binding lacks the constant.
+_NOT_SUPPORTED = 3
+_FUNCTION_NOT_FOUND = 13
+_LIBRARY_NOT_FOUND = 12
+
+
+def error_code(error):
+    """Return the NVML return code carried by an NVMLError (or None)."""
+    return getattr(error, "value", None)
+
+
+def _error_constant(lib, code):
+    for name in dir(lib):
+        if name.startswith("NVML_ERROR_") and getattr(lib, name, None) == code:
+            return name
+    return None
+
+
+def describe_error(lib, error):
+    """Return ``"Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)"`` for an NVMLError."""
+    code = error_code(error)
+    try:
+        message = str(error)
+    except Exception:  # pylint: disable=broad-except
+        message = ""
+    constant = _error_constant(lib, code) if code is not None else None
+    if not message or message.startswith("NVML Error with code"):
+        message = constant or ("NVML error %s" % code)
+        constant = None
+    if constant:
+        return "%s (%s)" % (message, constant)
+    return message
+
+
+def _is_optional_error(lib, error):
+    code = error_code(error)
+    return code in (
+        getattr(lib, "NVML_ERROR_NOT_SUPPORTED", _NOT_SUPPORTED),
+        getattr(lib, "NVML_ERROR_FUNCTION_NOT_FOUND", _FUNCTION_NOT_FOUND),
+    )
+
+
+def _optional(lib, func, *args):
+    """Call an optional NVML function: None when NotSupported or FunctionNotFound."""
+    try:
+        return func(*args)
+    except lib.NVMLError as error:
+        if _is_optional_error(lib, error):
+            return None
+        raise
+
+
+class _StderrCapture:
+    """Collect what a native library prints on file descriptor 2 while it runs."""
+
+    def __init__(self):
+        self.text = ""
+        self._saved = None
+        self._file = None
+
+    def __enter__(self):
+        try:
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except (OSError, ValueError):
+            self._close()
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._saved is not None:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._saved = None
+            self._file.seek(0)
+            self.text = self._file.read().decode("utf-8", "replace").strip()
+        self._close()
+        return False
+
+    def _close(self):
+        if self._saved is not None:
+            os.close(self._saved)
+            self._saved = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _cuda_version(value):
+    if value is None:
+        return None
+    value = int(value)
+    return "%d.%d" % (value // 1000, (value % 1000) // 10)
+
+
+def _device(lib, index):
+    handle = lib.nvmlDeviceGetHandleByIndex(index)
+    name = text(lib.nvmlDeviceGetName(handle))
+    uuid = text(lib.nvmlDeviceGetUUID(handle))
+    memory = lib.nvmlDeviceGetMemoryInfo(handle)
+    pci = lib.nvmlDeviceGetPciInfo(handle)
+    capability = _optional(lib, lib.nvmlDeviceGetCudaComputeCapability, handle)
+    mig = _optional(lib, lib.nvmlDeviceGetMigMode, handle)
+    return device_facts(
+        index=index,
+        name=name,
+        uuid=uuid,
+        memory_mib=int(memory.total) // MIB,
+        pci_bus_id=text(pci.busId),
+        pci_device_id="0x%08X" % int(pci.pciDeviceId),
+        compute_capability="%d.%d" % tuple(capability) if capability else None,
+        mig_current=int(mig[0]) if mig else None,
+        mig_pending=int(mig[1]) if mig else None,
+    )
+
+
+def discover_nvml(lib=None):
+    """Return ``(driver_version, cuda_driver_version, devices)`` read through NVML.
+
+    One ``nvmlInit``/``nvmlShutdown`` pair.  Raises SourceUnavailable naming
+    the cause when the bindings are missing or NVML cannot be used.
+    """
+    lib = lib if lib is not None else pynvml
+    if lib is None:
+        raise SourceUnavailable(
+            "the Python library pynvml (package nvidia-ml-py or python3-pynvml) is not installed",
+            expected=False,
+        )
+    with _StderrCapture() as captured:
+        try:
+            lib.nvmlInit()
+        except lib.NVMLError as error:
+            init_error = error
+        else:
+            init_error = None
+    if init_error is not None:
+        cause = describe_error(lib, init_error)
+        if captured.text:
+            cause = "%s: %s" % (cause, " ".join(captured.text.split()))
+        expected = error_code(init_error) == getattr(lib, "NVML_ERROR_LIBRARY_NOT_FOUND", _LIBRARY_NOT_FOUND)
+        raise SourceUnavailable("NVML could not be initialised: %s" % cause, expected=expected)
+    try:
+        driver_version = text(lib.nvmlSystemGetDriverVersion())
+        cuda_driver_version = _cuda_version(_optional(lib, lib.nvmlSystemGetCudaDriverVersion))
+        count = int(lib.nvmlDeviceGetCount())
+        devices = [_device(lib, index) for index in range(count)]
+    except lib.NVMLError as error:
+        raise SourceUnavailable("NVML query failed: %s" % describe_error(lib, error), expected=False)
+    finally:
+        try:
+            lib.nvmlShutdown()
+        except lib.NVMLError:
+            pass
+    return driver_version, cuda_driver_version, devices
