@@ -1,0 +1,328 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: k8s_gpu_label
+short_description: Label and taint Kubernetes GPU nodes
+version_added: 1.0.0
+description:
+  - Sets the labels and taints of one Kubernetes node, or of many nodes in one call.
+  - Labels come from O(labels) and from the C(nvidia_gpu) facts gathered by M(kubegpu.nvidia.nvidia_gpu_facts)
+    (O(facts)): the labels GPU Feature Discovery sets (C(nvidia.com/gpu.product), C(nvidia.com/gpu.count),
+    C(nvidia.com/gpu.memory), ...) plus C(accelerator=nvidia-<model>) for C(nodeSelector).
+  - Lists the nodes once (in pages of 500), works out locally what differs and writes only the nodes that differ,
+    with one strategic-merge patch per node. A re-run with nothing to change makes one request.
+  - C(spec.taints) is an atomic list, so a taint change writes the node's whole taint list (taints set by others
+    are kept) together with the node's C(resourceVersion); when the node changed in between, the API answers
+    409 Conflict and the module reads that node again and retries.
+  - Answers 429 (honouring C(Retry-After)) and 5xx are retried with backoff, O(retries) times per request.
+  - A host is matched to its Kubernetes node by node name, else by the node's C(kubernetes.io/hostname) label or
+    its Hostname, InternalIP or InternalDNS address, trying the host's name and its O(nodes[].aliases).
+    When any host matches no node, the module fails naming it before writing anything.
+author:
+  - kubegpu.nvidia maintainers
+extends_documentation_fragment:
+  - kubegpu.nvidia.k8s_auth
+attributes:
+  check_mode:
+    support: full
+    description: Reads the nodes, writes nothing, and reports what would change.
+  diff_mode:
+    support: full
+    description: Shows, per changed node, the labels and taints before and after.
+  idempotent:
+    support: full
+    description: A second run with the same options changes nothing and makes a single LIST request.
+options:
+  node:
+    description:
+      - Name of one node (or of a host whose node is found as described above).
+      - Mutually exclusive with O(nodes).
+    type: str
+  nodes:
+    description:
+      - Several nodes in one call.
+      - O(labels), O(facts) and O(taints) apply to every item; an item's own C(labels) are added on top
+        (and win), its own C(facts) and C(taints) replace the top-level ones.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Node name, or the inventory name of the host.
+        type: str
+        required: true
+      aliases:
+        description: Other names and addresses of the host (hostname, FQDN, IP addresses) to match a node by.
+        type: list
+        elements: str
+        default: []
+      labels:
+        description: Labels for this node.
+        type: dict
+      facts:
+        description: C(nvidia_gpu) facts of this node.
+        type: dict
+      taints:
+        description: Taints for this node, as O(taints).
+        type: list
+        elements: raw
+  labels:
+    description:
+      - Labels to set (O(state=present)) or remove (O(state=absent); values are then ignored).
+      - Booleans and numbers are written as the strings Kubernetes expects.
+    type: dict
+    default: {}
+  facts:
+    description:
+      - The C(nvidia_gpu) facts of the node (C(ansible_facts.nvidia_gpu)); the labels GPU Feature Discovery would
+        set are derived from them, plus C(accelerator=nvidia-<model>).
+      - A dict holding an C(nvidia_gpu) key (all of a host's C(ansible_facts)) is accepted too.
+    type: dict
+  mig_strategy:
+    description: MIG strategy reported in C(nvidia.com/mig.strategy) and used for the MIG labels.
+    type: str
+    choices: [none, single, mixed]
+    default: none
+  sharing_strategy:
+    description: GPU sharing reported in C(nvidia.com/gpu.sharing-strategy).
+    type: str
+    choices: [none, time-slicing, mps]
+    default: none
+  replicas:
+    description: Replicas per GPU with time-slicing or MPS, reported in C(nvidia.com/gpu.replicas).
+    type: int
+    default: 1
+  taints:
+    description:
+      - Taints to add or update (O(state=present)) or remove (O(state=absent)).
+      - Each is a dict with C(key), C(value) (optional) and C(effect) (V(NoSchedule), V(PreferNoSchedule) or
+        V(NoExecute)), or a string C(key=value:Effect).
+      - A taint is identified by key and effect, as C(kubectl taint) does; taints not named here are never changed.
+      - Default none; the roles of this collection default to C(nvidia.com/gpu=present:NoSchedule).
+    type: list
+    elements: raw
+    default: []
+  state:
+    description: Whether the labels and taints should be present or absent.
+    type: str
+    choices: [present, absent]
+    default: present
+  remove_stale:
+    description:
+      - Also remove the labels under C(nvidia.com/) that the node carries but that are not wanted any more
+        (for example the MIG labels after MIG is turned off).
+      - With O(state=absent), remove every label under C(nvidia.com/).
+      - Labels outside C(nvidia.com/) are only ever changed when named.
+    type: bool
+    default: false
+  retries:
+    description: How many times one API request is retried after a 429 or 5xx answer before the module fails.
+    type: int
+    default: 5
+requirements:
+  - kubernetes >= 24.2.0 (Python library)
+notes:
+  - Run it once for the whole cluster (C(run_once) on the control host) with O(nodes) rather than once per host:
+    the role M(kubegpu.nvidia.k8s_gpu_node) does that.
+seealso:
+  - module: kubegpu.nvidia.nvidia_gpu_facts
+  - module: kubernetes.core.k8s
+"""
+
+EXAMPLES = r"""
+- name: Label one node from its GPU facts and taint it
+  kubegpu.nvidia.k8s_gpu_label:
+    node: gpu-node-1
+    facts: "{{ hostvars['gpu-node-1'].ansible_facts.nvidia_gpu }}"
+    taints:
+      - key: nvidia.com/gpu
+        value: present
+        effect: NoSchedule
+
+- name: Label and taint every GPU host in one call, dropping GPU labels that no longer hold
+  kubegpu.nvidia.k8s_gpu_label:
+    kubeconfig: /etc/kubernetes/admin.conf
+    nodes: "{{ gpu_nodes_spec }}"
+    taints: ["nvidia.com/gpu=present:NoSchedule"]
+    remove_stale: true
+  run_once: true
+  delegate_to: localhost
+
+- name: Pick a device plugin configuration for one node
+  kubegpu.nvidia.k8s_gpu_label:
+    node: gpu-node-2
+    labels:
+      nvidia.com/device-plugin.config: a100-time-sliced
+
+- name: Remove the GPU taint
+  kubegpu.nvidia.k8s_gpu_label:
+    node: gpu-node-1
+    taints: ["nvidia.com/gpu:NoSchedule"]
+    state: absent
+"""
+
+RETURN = r"""
+changed:
+  description: Whether any node was (or, in check mode, would be) changed.
+  returned: always
+  type: bool
+nodes:
+  description: One entry per requested node.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Kubernetes node name.
+      type: str
+      sample: gpu-node-1
+    host:
+      description: The requested name, when it differs from the node name it was matched to.
+      type: str
+      returned: when the node was matched by hostname or address
+      sample: lab-h100
+    changed:
+      description: Whether this node was changed.
+      type: bool
+    added:
+      description: Labels set (new or with a new value).
+      type: dict
+      sample: {"nvidia.com/gpu.present": "true", "accelerator": "nvidia-tesla-t4"}
+    removed:
+      description: Label keys removed.
+      type: list
+      elements: str
+      sample: ["nvidia.com/mig.capable"]
+    taints:
+      description: The node's taints after the change.
+      type: list
+      elements: dict
+      sample: [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    taints_added:
+      description: Taints added or given a new value.
+      type: list
+      elements: dict
+    taints_removed:
+      description: Taints removed (or replaced by a new value).
+      type: list
+      elements: dict
+api_requests:
+  description: API requests made, counted by verb (C(list), C(get), C(patch)), retries included.
+  returned: always
+  type: dict
+  sample: {"list": 1, "patch": 3}
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
+    accelerator_label_value, gfd_labels, validate_label_options)
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import (
+    AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, K8sError, NodeAPI, get_api_client)
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import (
+    NodeLabelError, NodeLabelRunFailed, apply_nodes, normalise_labels, normalise_taint)
+
+
+def labels_from_facts(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
+    """GFD labels plus ``accelerator=nvidia-<model>`` from ``nvidia_gpu`` facts."""
+    if not facts:
+        return {}
+    if isinstance(facts.get("nvidia_gpu"), dict):
+        facts = facts["nvidia_gpu"]
+    labels = dict(gfd_labels(facts, mig_strategy=mig_strategy, sharing_strategy=sharing_strategy, replicas=replicas))
+    devices = facts.get("devices") or []
+    if facts.get("present", bool(devices)) and devices:
+        product = devices[0].get("name") or devices[0].get("product")
+        if product:
+            labels["accelerator"] = accelerator_label_value(product)
+    return labels
+
+
+def build_requests(params):
+    """One request dict (name, aliases, labels, taints) per node from the module's parameters."""
+    strategy = dict(mig_strategy=params["mig_strategy"], sharing_strategy=params["sharing_strategy"],
+                    replicas=params["replicas"])
+    top_taints = [normalise_taint(t) for t in params["taints"] or []]
+    items = params["nodes"] if params["nodes"] is not None else [{"name": params["node"]}]
+    requests = []
+    for item in items:
+        facts = item.get("facts") if item.get("facts") is not None else params["facts"]
+        labels = labels_from_facts(facts, **strategy)
+        labels.update(params["labels"] or {})
+        labels.update(item.get("labels") or {})
+        taints = top_taints if item.get("taints") is None else [normalise_taint(t) for t in item["taints"]]
+        requests.append({
+            "name": item["name"],
+            "aliases": item.get("aliases") or [],
+            "labels": normalise_labels(labels),
+            "taints": taints,
+        })
+    return requests
+
+
+def main():
+    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec.update(
+        node=dict(type="str"),
+        nodes=dict(type="list", elements="dict", options=dict(
+            name=dict(type="str", required=True),
+            aliases=dict(type="list", elements="str", default=[]),
+            labels=dict(type="dict"),
+            facts=dict(type="dict"),
+            taints=dict(type="list", elements="raw"),
+        )),
+        labels=dict(type="dict", default={}),
+        facts=dict(type="dict"),
+        mig_strategy=dict(type="str", choices=["none", "single", "mixed"], default="none"),
+        sharing_strategy=dict(type="str", choices=["none", "time-slicing", "mps"], default="none"),
+        replicas=dict(type="int", default=1),
+        taints=dict(type="list", elements="raw", default=[]),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        remove_stale=dict(type="bool", default=False),
+        retries=dict(type="int", default=5),
+    )
+    module = AnsibleModule(
+        argument_spec=argument_spec,
+        mutually_exclusive=[("node", "nodes")],
+        required_one_of=[("node", "nodes")],
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+
+    error = validate_label_options(module.params["mig_strategy"], module.params["sharing_strategy"],
+                                   module.params["replicas"])
+    if error:
+        module.fail_json(msg=error)
+
+    api = None
+    try:
+        requests = build_requests(module.params)
+        api = NodeAPI(get_api_client(module.params), retries=module.params["retries"])
+        results, diffs = apply_nodes(api, requests, state=module.params["state"],
+                                     remove_stale=module.params["remove_stale"], check_mode=module.check_mode)
+    except NodeLabelRunFailed as exc:
+        module.fail_json(msg=exc.msg, nodes=exc.results, changed=any(r["changed"] for r in exc.results),
+                         api_requests=api.counts)
+    except (NodeLabelError, K8sError) as exc:
+        module.fail_json(msg=str(exc), changed=False, api_requests=api.counts if api else {})
+    except Exception as exc:  # noqa: BLE001 -- any other failure still ends as one message
+        module.fail_json(msg="unexpected error: %s" % exc, exception=traceback.format_exc(),
+                         api_requests=api.counts if api else {})
+
+    result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts)
+    if module._diff:
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

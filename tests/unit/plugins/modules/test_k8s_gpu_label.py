@@ -1,0 +1,171 @@
+"""Unit tests of the k8s_gpu_label module's branches (API replaced by a fake)."""
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.kubegpu.nvidia.plugins.modules import k8s_gpu_label as mod
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError
+
+T4_FACTS = {
+    "present": True, "count": 1, "source": "nvml", "driver_version": "535.183.01", "cuda_driver_version": "12.2",
+    "machine": "lab", "devices": [{"index": 0, "name": "Tesla T4", "product": "Tesla-T4", "memory_mib": 15360,
+                                   "compute_capability": "7.5", "family": "turing",
+                                   "mig": {"current": None, "pending": None}}],
+}
+BASE = {"mig_strategy": "none", "sharing_strategy": "none", "replicas": 1, "labels": {}, "facts": None,
+        "taints": [], "node": None, "nodes": None}
+
+
+class Exit(Exception):
+    pass
+
+
+@pytest.fixture
+def run(monkeypatch):
+    """Run main() with args against a fake API; return (result, failed, api)."""
+    def _run(args, nodes=(), errors=None, check_mode=False, diff=False):
+        api = FakeNodeAPI(list(nodes), errors or {})
+        monkeypatch.setattr(mod, "get_api_client", lambda params: object())
+        monkeypatch.setattr(mod, "NodeAPI", lambda client, retries: api)
+        out = {}
+
+        def exit_json(self, **kw):
+            out.update(kw)
+            raise Exit()
+
+        def fail_json(self, **kw):
+            out.update(kw, failed=True)
+            raise Exit()
+        monkeypatch.setattr(mod.AnsibleModule, "exit_json", exit_json)
+        monkeypatch.setattr(mod.AnsibleModule, "fail_json", fail_json)
+        args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+        with patch_module_args(args):
+            with pytest.raises(Exit):
+                mod.main()
+        return out, api
+    return _run
+
+
+class FakeNodeAPI:
+    def __init__(self, nodes, errors):
+        self.nodes = nodes
+        self.errors = errors
+        self.counts = {}
+        self.patches = []
+
+    def _count(self, verb):
+        self.counts[verb] = self.counts.get(verb, 0) + 1
+
+    def list_nodes(self):
+        self._count("list")
+        if "list" in self.errors:
+            raise self.errors["list"]
+        return self.nodes
+
+    def get_node(self, name):
+        self._count("get")
+        return [n for n in self.nodes if n["metadata"]["name"] == name][0]
+
+    def patch_node(self, name, body):
+        self._count("patch")
+        self.patches.append((name, json.loads(json.dumps(body))))
+        return {}
+
+
+def node(name, labels=None, taints=None):
+    return {"metadata": {"name": name, "labels": labels or {}, "resourceVersion": "1"},
+            "spec": {"taints": taints} if taints else {}, "status": {}}
+
+
+def test_labels_from_facts_adds_accelerator_and_gfd_labels():
+    labels = mod.labels_from_facts(T4_FACTS)
+    assert labels["accelerator"] == "nvidia-tesla-t4"
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4"
+    assert labels["nvidia.com/gpu.count"] == "1"
+
+
+def test_labels_from_facts_accepts_ansible_facts_and_empty():
+    assert mod.labels_from_facts({"nvidia_gpu": T4_FACTS}) == mod.labels_from_facts(T4_FACTS)
+    assert mod.labels_from_facts(None) == {}
+    assert mod.labels_from_facts({"present": False, "count": 0, "devices": []}) == {}
+
+
+def test_build_requests_item_values_win_over_top_level():
+    params = dict(BASE, labels={"team": "ml", "tier": "a"}, taints=["a=b:NoSchedule"],
+                  nodes=[{"name": "n1", "aliases": ["10.0.0.1"], "labels": {"tier": "b"}, "facts": T4_FACTS,
+                          "taints": None},
+                         {"name": "n2", "aliases": None, "labels": None, "facts": None, "taints": []}])
+    first, second = mod.build_requests(params)
+    assert first["labels"]["tier"] == "b" and first["labels"]["team"] == "ml"
+    assert first["labels"]["accelerator"] == "nvidia-tesla-t4"
+    assert first["aliases"] == ["10.0.0.1"]
+    assert first["taints"] == [{"key": "a", "value": "b", "effect": "NoSchedule"}]
+    assert second["taints"] == []
+    assert "accelerator" not in second["labels"]
+
+
+def test_single_node_labels_written(run):
+    out, api = run({"node": "n1", "labels": {"nvidia.com/gpu.present": True}}, nodes=[node("n1")])
+    assert out["changed"] is True
+    assert api.patches == [("n1", {"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}})]
+    assert out["api_requests"] == {"list": 1, "patch": 1}
+    assert "diff" not in out
+
+
+def test_unchanged_node_is_not_written(run):
+    out, api = run({"node": "n1", "labels": {"a": "1"}}, nodes=[node("n1", {"a": "1"})])
+    assert out["changed"] is False
+    assert api.patches == []
+    assert out["api_requests"] == {"list": 1}
+
+
+def test_check_mode_with_diff_reports_and_writes_nothing(run):
+    out, api = run({"node": "n1", "taints": ["nvidia.com/gpu=present:NoSchedule"]}, nodes=[node("n1")],
+                   check_mode=True, diff=True)
+    assert out["changed"] is True
+    assert api.patches == []
+    assert out["diff"] == [{"before_header": "node/n1", "after_header": "node/n1",
+                            "before": {"labels": {}, "taints": []},
+                            "after": {"labels": {}, "taints": ["nvidia.com/gpu=present:NoSchedule"]}}]
+
+
+def test_unknown_node_fails_naming_it(run):
+    out, api = run({"node": "ghost", "labels": {"a": "1"}}, nodes=[node("n1")])
+    assert out["failed"] is True
+    assert "ghost" in out["msg"]
+    assert api.patches == []
+
+
+def test_bad_taint_fails_with_one_line(run):
+    out, _api = run({"node": "n1", "taints": [{"key": "k", "effect": "Never"}]}, nodes=[node("n1")])
+    assert out["failed"] is True
+    assert "effect must be one of" in out["msg"]
+
+
+def test_invalid_strategy_combination_fails(run):
+    out, _api = run({"node": "n1", "replicas": 4}, nodes=[node("n1")])
+    assert out["failed"] is True
+    assert "replicas" in out["msg"]
+
+
+def test_api_error_fails_with_its_message(run):
+    out, _api = run({"node": "n1"}, nodes=[node("n1")],
+                    errors={"list": K8sError("listing nodes failed: 403 Forbidden: nodes is forbidden", 403)})
+    assert out["failed"] is True
+    assert out["msg"] == "listing nodes failed: 403 Forbidden: nodes is forbidden"
+    assert out["api_requests"] == {"list": 1}
+
+
+def test_node_and_nodes_are_exclusive(run):
+    out, _api = run({"node": "n1", "nodes": [{"name": "n2"}]})
+    assert out["failed"] is True
+    assert "mutually exclusive" in out["msg"]
+
+
+def test_missing_kubernetes_library(run, monkeypatch):
+    monkeypatch.setattr(mod, "HAS_KUBERNETES", False)
+    out, _api = run({"node": "n1"})
+    assert out["failed"] is True
+    assert "kubernetes" in out["msg"] and "required" in out["msg"].lower()
