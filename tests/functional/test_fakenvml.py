@@ -1,0 +1,314 @@
+"""The fake libnvidia-ml.so.1 under the real pynvml.
+
+Each case starts a fresh Python (pynvml loads the library once per process) with
+LD_LIBRARY_PATH on the built library and FAKENVML_CONFIG on a profile, runs
+tests/support/fakenvml/probe.py and checks what pynvml returned.
+"""
+import ctypes
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from fakenvml.profile import PROFILES, load_profile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PROBE = ROOT / "tests" / "support" / "fakenvml" / "probe.py"
+NODE_IMAGE = "kubegpu-lab-node:latest"
+MIB = 1024 * 1024
+
+GPU_PROFILES = ("h100x8", "a100x4-mig", "t4x1")
+LEGACY_MISSING = ("nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount",
+                  "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetCudaComputeCapability")
+
+
+@pytest.fixture(scope="session")
+def libdir():
+    """Build the libraries once (a no-op when they are current) and return their folder."""
+    out = subprocess.run([str(ROOT / "scripts" / "build-fakenvml.sh")], check=True, capture_output=True, text=True)
+    path = pathlib.Path(out.stdout.strip().splitlines()[-1])
+    assert (path / "full" / "libnvidia-ml.so.1").is_file()
+    assert (path / "legacy" / "libnvidia-ml.so.1").is_file()
+    return path
+
+
+def run_probe(libdir, config, flavour="full"):
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / flavour), FAKENVML_CONFIG=str(config))
+    proc = subprocess.run([sys.executable, str(PROBE)], env=env, capture_output=True, text=True, check=True,
+                          timeout=60)
+    return json.loads(proc.stdout), proc.stderr
+
+
+def error_of(value):
+    assert isinstance(value, dict) and "error" in value, f"expected an NVML error, got {value!r}"
+    return value["error"]
+
+
+def write(tmp_path, text, name="gpus.conf"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- profiles --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_profile_reports_its_gpus(libdir, name):
+    profile = load_profile(name)
+    got, stderr = run_probe(libdir, PROFILES / f"{name}.conf")
+    assert got["init"] == "ok", stderr
+    assert got["driver_version"] == profile["driver_version"]
+    assert got["cuda_driver_version"] == profile["cuda_driver_version"]
+    assert got["cuda_driver_version_v2"] == profile["cuda_driver_version"]
+    assert got["nvml_version"] == "12." + profile["driver_version"]
+    assert got["count"] == len(profile["gpus"])
+    for index, (device, gpu) in enumerate(zip(got["devices"], profile["gpus"])):
+        assert device["index"] == index
+        assert device["name"] == gpu["name"]
+        assert device["uuid"] == gpu["uuid"]
+        assert device["memory"] == {"total": gpu["memory_total_mib"] * MIB, "free": gpu["memory_total_mib"] * MIB,
+                                    "used": 0}
+        assert device["memory_v2"]["total"] == gpu["memory_total_mib"] * MIB
+        assert device["pci"]["bus_id"] == gpu["pci_bus_id"]
+        assert device["pci"]["bus_id_legacy"] == gpu["pci_bus_id"][4:]
+        assert device["pci"]["pci_device_id"] == gpu["pci_device_id"]
+        assert device["pci"]["bus"] == int(gpu["pci_bus_id"][9:11], 16)
+        assert device["compute_capability"] == gpu["compute_capability"]
+        if "mig_mode" in gpu:
+            assert device["mig_mode"] == [gpu["mig_mode"], gpu["mig_pending"]]
+            assert device["max_mig_devices"] == gpu["max_mig_devices"]
+        else:
+            assert error_of(device["mig_mode"]) == "NVMLError_NotSupported"
+            assert error_of(device["max_mig_devices"]) == "NVMLError_NotSupported"
+    assert error_of(got["index_out_of_range"]) == "NVMLError_InvalidArgument"
+    assert got["shutdown"] == "ok"
+    assert error_of(got["after_shutdown"]) == "NVMLError_Uninitialized"
+
+
+def test_profiles_hold_the_documented_hardware():
+    """The lab profiles describe the machines the docs promise (values other tests rely on)."""
+    expected = {
+        "h100x8": (8, "NVIDIA H100 80GB HBM3", [9, 0], 81559, 0x233010DE, (0, 0)),
+        "a100x4-mig": (4, "NVIDIA A100-SXM4-40GB", [8, 0], 40960, 0x20B010DE, (1, 1)),
+        "t4x1": (1, "Tesla T4", [7, 5], 15360, 0x1EB810DE, None),
+    }
+    for name, (count, product, cc, memory, device_id, mig) in expected.items():
+        profile = load_profile(name)
+        assert profile["driver_version"].startswith("535.")
+        assert profile["cuda_driver_version"] == 12020
+        assert len(profile["gpus"]) == count
+        uuids = {gpu["uuid"] for gpu in profile["gpus"]}
+        assert len(uuids) == count
+        for gpu in profile["gpus"]:
+            assert (gpu["name"], gpu["compute_capability"], gpu["memory_total_mib"], gpu["pci_device_id"]) == (
+                product, cc, memory, device_id)
+            assert (None if "mig_mode" not in gpu else (gpu["mig_mode"], gpu["mig_pending"])) == mig
+
+
+def test_mig_devices_of_an_enabled_gpu(libdir):
+    got, _stderr = run_probe(libdir, PROFILES / "a100x4-mig.conf")
+    first = got["devices"][0]
+    assert [m["name"] for m in first["mig_devices"][:2]] == ["NVIDIA A100-SXM4-40GB MIG 3g.20gb"] * 2
+    assert all(m["uuid"].startswith("MIG-") for m in first["mig_devices"][:2])
+    assert first["mig_devices"][0]["uuid"] != first["mig_devices"][1]["uuid"]
+    assert error_of(first["mig_devices"][2]) == "NVMLError_NotFound"
+    # MIG enabled but no MIG device created yet
+    assert error_of(got["devices"][1]["mig_devices"][0]) == "NVMLError_NotFound"
+
+
+# --- faults ----------------------------------------------------------------------------------------------
+
+def test_missing_config_is_driver_not_loaded(libdir, tmp_path):
+    got, _stderr = run_probe(libdir, tmp_path / "absent.conf")
+    assert error_of(got["init"]) == "NVMLError_DriverNotLoaded"
+
+
+def test_driver_not_loaded_profile(libdir):
+    got, _stderr = run_probe(libdir, PROFILES / "driver-not-loaded.conf")
+    assert error_of(got["init"]) == "NVMLError_DriverNotLoaded"
+
+
+@pytest.mark.parametrize("fault, nvml_error", [
+    ("no_permission", "NVMLError_NoPermission"),
+    ("unknown", "NVMLError_Unknown"),
+    ("driver_not_loaded", "NVMLError_DriverNotLoaded"),
+])
+def test_fault_fails_init(libdir, tmp_path, fault, nvml_error):
+    got, _stderr = run_probe(libdir, write(tmp_path, f"fault = {fault}\n"))
+    assert error_of(got["init"]) == nvml_error
+
+
+def test_not_supported_profile(libdir):
+    profile = load_profile("not-supported")
+    got, _stderr = run_probe(libdir, PROFILES / "not-supported.conf")
+    assert got["init"] == "ok"
+    assert got["driver_version"] == profile["driver_version"]
+    assert error_of(got["cuda_driver_version"]) == "NVMLError_NotSupported"
+    assert error_of(got["cuda_driver_version_v2"]) == "NVMLError_NotSupported"
+    device = got["devices"][0]
+    assert device["name"] == profile["gpus"][0]["name"]
+    assert device["uuid"] == profile["gpus"][0]["uuid"]
+    assert device["memory"]["total"] == profile["gpus"][0]["memory_total_mib"] * MIB
+    for key in ("compute_capability", "mig_mode", "max_mig_devices"):
+        assert error_of(device[key]) == "NVMLError_NotSupported", key
+
+
+def test_corrupt_profile_fails_with_location(libdir):
+    path = PROFILES / "corrupt.conf"
+    got, stderr = run_probe(libdir, path)
+    assert error_of(got["init"]) == "NVMLError_Unknown"
+    assert f"fakenvml: {path}:7: expected 'key = value'" in stderr
+
+
+@pytest.mark.parametrize("text, line, reason", [
+    ("driver_version = 535.1\ncuda_driver_version = 12020\nbogus = 1\n", 3, "unknown key 'bogus'"),
+    ("driver_version = 535.1\ncuda_driver_version = 12.2\n", 2, "cuda_driver_version must be an integer"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\nfault = broken\n", 3, "fault must be none"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\nnot_supported = nvmlNoSuch\n", 3,
+     "unknown function 'nvmlNoSuch'"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[cpu]\n", 3, "unknown section"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nuuid = 1234\n", 4, "uuid must look like"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\npci_bus_id = 0000:18:00.0\n", 4,
+     "pci_bus_id must look like"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\ncompute_capability = nine\n", 4,
+     "compute_capability must look like"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nmig_mode = 2\n", 4, "mig_mode must be 0 or 1"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nname = A\nname = B\n", 5, "given twice"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\ndriver_version = 1\n", 4,
+     "belongs before the first [gpu] section"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nname = A\n", 3, "lacks 'uuid'"),
+    ("cuda_driver_version = 12020\n", 1, "driver_version is required"),
+])
+def test_malformed_config_names_line_and_reason(libdir, tmp_path, text, line, reason):
+    path = write(tmp_path, text)
+    got, stderr = run_probe(libdir, path)
+    assert error_of(got["init"]) == "NVMLError_Unknown"
+    assert stderr.startswith(f"fakenvml: {path}:{line}: ")
+    assert reason in stderr
+
+
+def test_duplicate_uuid_is_refused(libdir, tmp_path):
+    gpu = ("[gpu]\nname = Tesla T4\nuuid = GPU-de1b1471-320a-48ea-b7a7-88d106762832\nmemory_total_mib = 15360\n"
+           "pci_bus_id = 00000000:{bus}:00.0\npci_device_id = 0x1EB810DE\n")
+    path = write(tmp_path, "driver_version = 535.1\ncuda_driver_version = 12020\n" + gpu.format(bus="1E")
+                 + gpu.format(bus="1F"))
+    got, stderr = run_probe(libdir, path)
+    assert error_of(got["init"]) == "NVMLError_Unknown"
+    assert f"{path}:9: [gpu] section 1 repeats the uuid of section 0" in stderr
+
+
+def test_legacy_library_lacks_new_functions(libdir):
+    profile = load_profile("h100x8")
+    got, _stderr = run_probe(libdir, PROFILES / "h100x8.conf", flavour="legacy")
+    assert got["init"] == "ok"
+    assert got["count"] == 8
+    device = got["devices"][0]
+    assert device["name"] == profile["gpus"][0]["name"]
+    assert device["pci"]["bus_id"] == profile["gpus"][0]["pci_bus_id"]
+    for key in ("compute_capability", "mig_mode", "max_mig_devices"):
+        assert error_of(device[key]) == "NVMLError_FunctionNotFound", key
+    assert error_of(device["mig_devices"][0]) == "NVMLError_FunctionNotFound"
+
+
+def test_legacy_library_exports_no_new_symbols(libdir):
+    full = ctypes.CDLL(str(libdir / "full" / "libnvidia-ml.so.1"))
+    legacy = ctypes.CDLL(str(libdir / "legacy" / "libnvidia-ml.so.1"))
+    for symbol in LEGACY_MISSING:
+        assert hasattr(full, symbol)
+        assert not hasattr(legacy, symbol)
+    assert hasattr(legacy, "nvmlDeviceGetCount_v2")
+
+
+def test_c_level_contract(libdir):
+    """Calls pynvml never makes wrong: uninitialised use, short buffers, init reference counting."""
+    script = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+count = ctypes.c_uint()
+print(lib.nvmlDeviceGetCount_v2(ctypes.byref(count)))
+print(lib.nvmlInit_v2(), lib.nvmlInitWithFlags(0))
+handle = ctypes.c_void_p()
+print(lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)))
+small = ctypes.create_string_buffer(4)
+print(lib.nvmlDeviceGetName(handle, small, 4))
+print(lib.nvmlDeviceGetName(ctypes.c_void_p(12345), small, 4))
+print(lib.nvmlShutdown(), lib.nvmlDeviceGetCount_v2(ctypes.byref(count)), count.value)
+print(lib.nvmlShutdown(), lib.nvmlShutdown())
+lib.nvmlErrorString.restype = ctypes.c_char_p
+print(lib.nvmlErrorString(9).decode())
+"""
+    env = dict(os.environ, FAKENVML_CONFIG=str(PROFILES / "t4x1.conf"))
+    out = subprocess.run([sys.executable, "-c", script, str(libdir / "full" / "libnvidia-ml.so.1")], env=env,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [
+        "1",          # NVML_ERROR_UNINITIALIZED before init
+        "0 0",        # init twice
+        "0",
+        "7",          # NVML_ERROR_INSUFFICIENT_SIZE
+        "2",          # NVML_ERROR_INVALID_ARGUMENT for a handle it never gave out
+        "0 0 1",      # still initialised after one of two shutdowns
+        "0 1",        # the second shutdown ends it; a third is UNINITIALIZED
+        "Driver Not Loaded",
+    ]
+
+
+def test_config_is_read_again_on_next_init(libdir, tmp_path):
+    """After nvmlShutdown, nvmlInit reads the file again (tests rewrite it between runs)."""
+    t4 = (PROFILES / "t4x1.conf").read_text(encoding="utf-8")
+    path = write(tmp_path, t4)
+    script = r"""
+import pathlib, sys, pynvml
+pynvml.nvmlInit()
+print(pynvml.nvmlDeviceGetCount())
+pynvml.nvmlShutdown()
+pathlib.Path(sys.argv[1]).write_text(sys.argv[2])
+pynvml.nvmlInit()
+print(pynvml.nvmlDeviceGetCount())
+"""
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / "full"), FAKENVML_CONFIG=str(path))
+    out = subprocess.run([sys.executable, "-c", script, str(path), (PROFILES / "h100x8.conf").read_text()], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "8"]
+
+
+# --- Debian's python3-pynvml 11 on the lab node image ---------------------------------------------------
+
+def _have_node_image():
+    if not shutil.which("docker"):
+        return False
+    return subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _have_node_image(), reason=f"needs Docker and the {NODE_IMAGE} image (lab/image/build.sh)")
+def test_debian_pynvml_on_node_image(libdir):
+    """The same library under Debian's python3-pynvml 11 in the node image: one profile, one fault, legacy."""
+    script = (
+        "set -e; cd /probe; "
+        "LD_LIBRARY_PATH=/fakenvml/full FAKENVML_CONFIG=/profiles/a100x4-mig.conf python3 probe.py > /tmp/a100.json; "
+        "LD_LIBRARY_PATH=/fakenvml/full FAKENVML_CONFIG=/profiles/not-supported.conf python3 probe.py > /tmp/ns.json; "
+        "LD_LIBRARY_PATH=/fakenvml/legacy FAKENVML_CONFIG=/profiles/t4x1.conf python3 probe.py > /tmp/legacy.json; "
+        "python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' "
+        "/tmp/a100.json /tmp/ns.json /tmp/legacy.json"
+    )
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--name", f"kubegpu-lab-fakenvml-test-{os.getpid()}",
+         "-v", f"{libdir}:/fakenvml:ro", "-v", f"{PROFILES}:/profiles:ro", "-v", f"{PROBE.parent}:/probe:ro",
+         NODE_IMAGE, "bash", "-c", script],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    a100, not_supported, legacy = json.loads(proc.stdout)
+    profile = load_profile("a100x4-mig")
+    assert a100["pynvml"] is None or not a100["pynvml"].startswith("13.")
+    assert a100["driver_version"] == profile["driver_version"]
+    assert [d["uuid"] for d in a100["devices"]] == [g["uuid"] for g in profile["gpus"]]
+    assert [d["mig_mode"] for d in a100["devices"]] == [[1, 1]] * 4
+    assert a100["devices"][0]["pci"]["bus_id"] == profile["gpus"][0]["pci_bus_id"]
+    assert a100["devices"][0]["compute_capability"] == [8, 0]
+    assert a100["devices"][0]["memory"]["total"] == 40960 * MIB
+    assert error_of(not_supported["devices"][0]["mig_mode"]) == "NVMLError_NotSupported"
+    assert error_of(legacy["devices"][0]["compute_capability"]) == "NVMLError_FunctionNotFound"
+    assert legacy["devices"][0]["name"] == "Tesla T4"

@@ -1,0 +1,1022 @@
+/*
+ * fakenvml: a stand-in for NVIDIA's libnvidia-ml.so.1 that the real pynvml
+ * loads unchanged. It reports the GPUs described by a small text file instead
+ * of asking a kernel driver, so GPU discovery can be exercised on machines
+ * without GPUs.
+ *
+ * Configuration: the file named by $FAKENVML_CONFIG, else /etc/fakenvml/gpus.conf.
+ *
+ *   driver_version = 535.183.01
+ *   cuda_driver_version = 12020
+ *   fault = none          # none | driver_not_loaded | no_permission | unknown
+ *   not_supported = nvmlDeviceGetMigMode, nvmlDeviceGetMaxMigDeviceCount
+ *   [gpu]                 # one section per GPU, in index order
+ *   name = NVIDIA H100 80GB HBM3
+ *   uuid = GPU-4a1b2c3d-0000-4000-8000-000000000000
+ *   memory_total_mib = 81559
+ *   pci_bus_id = 00000000:18:00.0
+ *   pci_device_id = 0x233010DE
+ *   compute_capability = 9.0
+ *   mig_mode = 0          # omit every mig_* key: MIG calls return NOT_SUPPORTED
+ *   mig_pending = 0
+ *   max_mig_devices = 7
+ *
+ * No file: nvmlInit* returns NVML_ERROR_DRIVER_NOT_LOADED. A file that does
+ * not parse: nvmlInit* returns NVML_ERROR_UNKNOWN and prints
+ * "fakenvml: <path>:<line>: <reason>" to stderr.
+ *
+ * Built with -DFAKENVML_LEGACY the library lacks the MIG and compute
+ * capability functions, like a driver older than those calls.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int nvmlReturn_t;
+typedef struct fake_device *nvmlDevice_t;
+
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_ALREADY_INITIALIZED = 5,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_INSUFFICIENT_POWER = 8,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_IRQ_ISSUE = 11,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_CORRUPTED_INFOROM = 14,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_OPERATING_SYSTEM = 17,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_IN_USE = 19,
+    NVML_ERROR_MEMORY = 20,
+    NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_UNKNOWN = 999,
+};
+
+#define NVML_MEMORY_V2_VERSION 0x02000028u
+#define MIB 1048576ULL
+
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+#define MAX_GPUS 64
+#define MAX_MIG 7
+#define NAME_LEN 96
+#define DEVICE_MAGIC 0x464e564du /* "FNVM" */
+
+struct fake_device {
+    unsigned int magic;
+    unsigned int index;
+    struct fake_device *parent; /* set on MIG devices */
+    int header_line;            /* line of the [gpu] header, for messages */
+    unsigned int seen;          /* bit per key, to refuse duplicates */
+    char name[NAME_LEN];
+    char uuid[NAME_LEN];
+    unsigned long long memory_total_mib, memory_used_mib;
+    unsigned int domain, bus, device, function;
+    unsigned int pci_device_id, pci_subsystem_id;
+    int cc_major, cc_minor, has_cc;
+    unsigned int mig_current, mig_pending, max_mig;
+    int has_mig;
+    unsigned int mig_count;
+    struct fake_device *mig[MAX_MIG];
+};
+
+enum fault { FAULT_NONE, FAULT_DRIVER_NOT_LOADED, FAULT_NO_PERMISSION, FAULT_UNKNOWN };
+
+/* Every function a configuration may name in not_supported. */
+static const char *const known_functions[] = {
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+    "nvmlSystemGetCudaDriverVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlDeviceGetCount",
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetHandleByPciBusId",
+    "nvmlDeviceGetHandleByPciBusId_v2",
+    "nvmlDeviceGetIndex",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetPciInfo_v2",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+};
+#define N_KNOWN (sizeof(known_functions) / sizeof(known_functions[0]))
+
+static struct {
+    int init_count;
+    enum fault fault;
+    char driver_version[80];
+    char nvml_version[80];
+    int cuda_driver_version;
+    int has_driver_version, has_cuda_version, has_nvml_version;
+    unsigned char not_supported[N_KNOWN];
+    unsigned int gpu_count;
+    struct fake_device gpus[MAX_GPUS];
+    unsigned int mig_total;
+    struct fake_device migs[MAX_GPUS * MAX_MIG];
+} st;
+
+/* ------------------------------------------------------------------ */
+/* Configuration parsing                                              */
+
+struct parser {
+    const char *path;
+    int line;
+    char msg[256];
+};
+
+static int fail(struct parser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct parser *p, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->msg, sizeof(p->msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "fakenvml: %s:%d: %s\n", p->path, line, p->msg);
+    return -1;
+}
+
+static char *trim(char *s)
+{
+    char *end;
+    while (isspace((unsigned char)*s))
+        s++;
+    end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    return s;
+}
+
+static int known_index(const char *name)
+{
+    size_t i;
+    for (i = 0; i < N_KNOWN; i++)
+        if (strcmp(known_functions[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int unsupported(const char *function)
+{
+    int i = known_index(function);
+    return i >= 0 && st.not_supported[i];
+}
+
+static int parse_ull(const char *value, unsigned long long *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)*value))
+        return -1;
+    errno = 0;
+    *out = strtoull(value, &end, 10);
+    return (errno || *end) ? -1 : 0;
+}
+
+static int parse_flag(const char *value, unsigned int *out)
+{
+    if (strcmp(value, "0") == 0 || strcmp(value, "1") == 0) {
+        *out = (unsigned int)(value[0] - '0');
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_hex32(const char *value, unsigned int *out)
+{
+    char *end;
+    unsigned long long v;
+    if (strncmp(value, "0x", 2) != 0 && strncmp(value, "0X", 2) != 0)
+        return -1;
+    if (!isxdigit((unsigned char)value[2]))
+        return -1;
+    errno = 0;
+    v = strtoull(value + 2, &end, 16);
+    if (errno || *end || v > 0xffffffffULL)
+        return -1;
+    *out = (unsigned int)v;
+    return 0;
+}
+
+static int parse_bus_id(const char *value, struct fake_device *d)
+{
+    unsigned int domain, bus, device, function;
+    int used = 0;
+    if (strlen(value) != 16)
+        return -1;
+    if (sscanf(value, "%8x:%2x:%2x.%1x%n", &domain, &bus, &device, &function, &used) != 4 || used != 16)
+        return -1;
+    if (value[8] != ':' || value[11] != ':' || value[14] != '.' || device > 0x1f || function > 7)
+        return -1;
+    d->domain = domain;
+    d->bus = bus;
+    d->device = device;
+    d->function = function;
+    return 0;
+}
+
+static int parse_cc(const char *value, struct fake_device *d)
+{
+    int major, minor, used = 0;
+    if (sscanf(value, "%d.%d%n", &major, &minor, &used) != 2 || value[used] || major < 1 || minor < 0)
+        return -1;
+    d->cc_major = major;
+    d->cc_minor = minor;
+    d->has_cc = 1;
+    return 0;
+}
+
+static int parse_uuid(const char *value, const char *prefix)
+{
+    /* GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx */
+    static const int groups[] = {8, 4, 4, 4, 12};
+    const char *s = value;
+    size_t g;
+    if (strncmp(s, prefix, strlen(prefix)) != 0)
+        return -1;
+    s += strlen(prefix);
+    for (g = 0; g < 5; g++) {
+        int i;
+        for (i = 0; i < groups[g]; i++, s++)
+            if (!isxdigit((unsigned char)*s))
+                return -1;
+        if (g < 4 && *s++ != '-')
+            return -1;
+    }
+    return *s ? -1 : 0;
+}
+
+static struct fake_device *add_mig(struct fake_device *gpu, const char *profile)
+{
+    struct fake_device *m;
+    unsigned int slices, gb;
+    int used = 0;
+    if (sscanf(profile, "%ug.%ugb%n", &slices, &gb, &used) != 2 || profile[used] || slices < 1 || slices > 7 ||
+        gb < 1)
+        return NULL;
+    if (gpu->mig_count >= MAX_MIG || st.mig_total >= MAX_GPUS * MAX_MIG)
+        return NULL;
+    m = &st.migs[st.mig_total++];
+    memset(m, 0, sizeof(*m));
+    m->magic = DEVICE_MAGIC;
+    m->index = gpu->mig_count;
+    m->parent = gpu;
+    snprintf(m->name, sizeof(m->name), "%.60s MIG %.20s", gpu->name, profile);
+    /* MIG-<parent uuid digits with the instance number in the last group> */
+    snprintf(m->uuid, sizeof(m->uuid), "MIG-%.32s%04x", gpu->uuid + 4, m->index + 1);
+    m->memory_total_mib = (unsigned long long)gb * 1024ULL;
+    m->pci_device_id = gpu->pci_device_id;
+    m->pci_subsystem_id = gpu->pci_subsystem_id;
+    m->domain = gpu->domain;
+    m->bus = gpu->bus;
+    m->device = gpu->device;
+    m->function = gpu->function;
+    m->cc_major = gpu->cc_major;
+    m->cc_minor = gpu->cc_minor;
+    m->has_cc = gpu->has_cc;
+    gpu->mig[gpu->mig_count++] = m;
+    return m;
+}
+
+enum gpu_key {
+    K_NAME, K_UUID, K_MEMORY, K_MEMORY_USED, K_BUS_ID, K_DEVICE_ID, K_SUBSYSTEM_ID, K_CC,
+    K_MIG_MODE, K_MIG_PENDING, K_MAX_MIG, K_MIG_DEVICES, K_GPU_KEYS
+};
+static const char *const gpu_keys[K_GPU_KEYS] = {
+    "name", "uuid", "memory_total_mib", "memory_used_mib", "pci_bus_id", "pci_device_id",
+    "pci_subsystem_id", "compute_capability", "mig_mode", "mig_pending", "max_mig_devices", "mig_devices",
+};
+static const char *const global_keys[] = {
+    "driver_version", "cuda_driver_version", "nvml_version", "fault", "not_supported",
+};
+#define N_GLOBAL (sizeof(global_keys) / sizeof(global_keys[0]))
+
+static int gpu_key_index(const char *key)
+{
+    int i;
+    for (i = 0; i < K_GPU_KEYS; i++)
+        if (strcmp(gpu_keys[i], key) == 0)
+            return i;
+    return -1;
+}
+
+static int global_key_index(const char *key)
+{
+    size_t i;
+    for (i = 0; i < N_GLOBAL; i++)
+        if (strcmp(global_keys[i], key) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* mig_devices is kept until the section ends: the GPU's name and UUID may follow it. */
+static char pending_mig[MAX_GPUS][256];
+static int pending_mig_line[MAX_GPUS];
+
+static int set_gpu_key(struct parser *p, struct fake_device *d, int key, char *value)
+{
+    unsigned long long n;
+    switch (key) {
+    case K_NAME:
+        if (!*value || strlen(value) >= 64)
+            return fail(p, p->line, "name must be 1 to 63 characters");
+        snprintf(d->name, sizeof(d->name), "%s", value);
+        return 0;
+    case K_UUID:
+        if (parse_uuid(value, "GPU-"))
+            return fail(p, p->line, "uuid must look like GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, not '%s'", value);
+        snprintf(d->uuid, sizeof(d->uuid), "%s", value);
+        return 0;
+    case K_MEMORY:
+    case K_MEMORY_USED:
+        if (parse_ull(value, &n) || n > (1ULL << 30))
+            return fail(p, p->line, "%s must be a number of MiB, not '%s'", gpu_keys[key], value);
+        if (key == K_MEMORY)
+            d->memory_total_mib = n;
+        else
+            d->memory_used_mib = n;
+        return 0;
+    case K_BUS_ID:
+        if (parse_bus_id(value, d))
+            return fail(p, p->line, "pci_bus_id must look like 00000000:18:00.0, not '%s'", value);
+        return 0;
+    case K_DEVICE_ID:
+    case K_SUBSYSTEM_ID:
+        if (parse_hex32(value, key == K_DEVICE_ID ? &d->pci_device_id : &d->pci_subsystem_id))
+            return fail(p, p->line, "%s must be a hexadecimal number like 0x233010DE, not '%s'", gpu_keys[key],
+                        value);
+        return 0;
+    case K_CC:
+        if (parse_cc(value, d))
+            return fail(p, p->line, "compute_capability must look like 9.0, not '%s'", value);
+        return 0;
+    case K_MIG_MODE:
+    case K_MIG_PENDING:
+        if (parse_flag(value, key == K_MIG_MODE ? &d->mig_current : &d->mig_pending))
+            return fail(p, p->line, "%s must be 0 or 1, not '%s'", gpu_keys[key], value);
+        d->has_mig = 1;
+        return 0;
+    case K_MAX_MIG:
+        if (parse_ull(value, &n) || n > MAX_MIG)
+            return fail(p, p->line, "max_mig_devices must be 0 to %d, not '%s'", MAX_MIG, value);
+        d->max_mig = (unsigned int)n;
+        d->has_mig = 1;
+        return 0;
+    case K_MIG_DEVICES:
+        snprintf(pending_mig[d->index], sizeof(pending_mig[0]), "%s", value);
+        pending_mig_line[d->index] = p->line;
+        return 0;
+    }
+    return -1;
+}
+
+static int set_global_key(struct parser *p, int key, char *value)
+{
+    unsigned long long n;
+    char *item, *save = NULL;
+    switch (key) {
+    case 0: /* driver_version */
+        if (!*value || strlen(value) >= 64)
+            return fail(p, p->line, "driver_version must be 1 to 63 characters");
+        snprintf(st.driver_version, sizeof(st.driver_version), "%s", value);
+        st.has_driver_version = 1;
+        return 0;
+    case 1: /* cuda_driver_version */
+        if (parse_ull(value, &n) || n < 1000 || n > 99999)
+            return fail(p, p->line, "cuda_driver_version must be an integer like 12020 (CUDA 12.2), not '%s'",
+                        value);
+        st.cuda_driver_version = (int)n;
+        st.has_cuda_version = 1;
+        return 0;
+    case 2: /* nvml_version */
+        if (!*value || strlen(value) >= 80)
+            return fail(p, p->line, "nvml_version must be 1 to 79 characters");
+        snprintf(st.nvml_version, sizeof(st.nvml_version), "%s", value);
+        st.has_nvml_version = 1;
+        return 0;
+    case 3: /* fault */
+        if (strcmp(value, "none") == 0)
+            st.fault = FAULT_NONE;
+        else if (strcmp(value, "driver_not_loaded") == 0)
+            st.fault = FAULT_DRIVER_NOT_LOADED;
+        else if (strcmp(value, "no_permission") == 0)
+            st.fault = FAULT_NO_PERMISSION;
+        else if (strcmp(value, "unknown") == 0)
+            st.fault = FAULT_UNKNOWN;
+        else
+            return fail(p, p->line, "fault must be none, driver_not_loaded, no_permission or unknown, not '%s'",
+                        value);
+        return 0;
+    case 4: /* not_supported */
+        for (item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+            int i;
+            item = trim(item);
+            if (!*item)
+                continue;
+            i = known_index(item);
+            if (i < 0)
+                return fail(p, p->line, "not_supported names an unknown function '%s'", item);
+            st.not_supported[i] = 1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+static int finish_gpu(struct parser *p, struct fake_device *d)
+{
+    static const int required[] = {K_NAME, K_UUID, K_MEMORY, K_BUS_ID, K_DEVICE_ID};
+    size_t i;
+    char *item, *save = NULL;
+    for (i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+        if (!(d->seen & (1u << required[i])))
+            return fail(p, d->header_line, "[gpu] section %u lacks '%s'", d->index, gpu_keys[required[i]]);
+    if (d->memory_used_mib > d->memory_total_mib)
+        return fail(p, d->header_line, "[gpu] section %u uses more memory than it has", d->index);
+    if (d->has_mig && !(d->seen & (1u << K_MIG_MODE)))
+        return fail(p, d->header_line, "[gpu] section %u sets MIG keys without mig_mode", d->index);
+    if (d->has_mig && !(d->seen & (1u << K_MIG_PENDING)))
+        d->mig_pending = d->mig_current;
+    if (pending_mig[d->index][0]) {
+        int line = pending_mig_line[d->index];
+        if (!d->has_mig || !d->mig_current)
+            return fail(p, line, "mig_devices needs mig_mode = 1");
+        for (item = strtok_r(pending_mig[d->index], ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+            item = trim(item);
+            if (!*item)
+                continue;
+            if (d->mig_count >= d->max_mig)
+                return fail(p, line, "mig_devices lists more devices than max_mig_devices");
+            if (!add_mig(d, item))
+                return fail(p, line, "mig_devices entry '%s' must look like 3g.20gb", item);
+        }
+    }
+    for (i = 0; i < d->index; i++) {
+        if (strcmp(st.gpus[i].uuid, d->uuid) == 0)
+            return fail(p, d->header_line, "[gpu] section %u repeats the uuid of section %zu", d->index, i);
+        if (st.gpus[i].domain == d->domain && st.gpus[i].bus == d->bus && st.gpus[i].device == d->device &&
+            st.gpus[i].function == d->function)
+            return fail(p, d->header_line, "[gpu] section %u repeats the pci_bus_id of section %zu", d->index, i);
+    }
+    return 0;
+}
+
+/* Read the configuration into st. Returns an NVML status for nvmlInit. */
+static nvmlReturn_t load_config(void)
+{
+    struct parser p = {0};
+    FILE *f;
+    char buf[1024];
+    struct fake_device *gpu = NULL;
+    unsigned int global_seen = 0;
+    int rc = 0;
+
+    p.path = getenv("FAKENVML_CONFIG");
+    if (!p.path || !*p.path)
+        p.path = "/etc/fakenvml/gpus.conf";
+
+    memset(&st, 0, sizeof(st));
+    memset(pending_mig, 0, sizeof(pending_mig));
+    f = fopen(p.path, "r");
+    if (!f) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return NVML_ERROR_DRIVER_NOT_LOADED;
+        if (errno == EACCES || errno == EPERM)
+            return NVML_ERROR_NO_PERMISSION;
+        fprintf(stderr, "fakenvml: %s: %s\n", p.path, strerror(errno));
+        return NVML_ERROR_UNKNOWN;
+    }
+    while (rc == 0 && fgets(buf, sizeof(buf), f)) {
+        char *line, *hash, *eq, *key, *value;
+        int k;
+        p.line++;
+        if (!strchr(buf, '\n') && !feof(f)) {
+            rc = fail(&p, p.line, "line longer than %zu characters", sizeof(buf) - 2);
+            break;
+        }
+        hash = strchr(buf, '#');
+        if (hash)
+            *hash = '\0';
+        line = trim(buf);
+        if (!*line)
+            continue;
+        if (line[0] == '[') {
+            if (strcmp(line, "[gpu]") != 0) {
+                rc = fail(&p, p.line, "unknown section '%s' (only [gpu])", line);
+                break;
+            }
+            if (gpu && (rc = finish_gpu(&p, gpu)) != 0)
+                break;
+            if (st.gpu_count >= MAX_GPUS) {
+                rc = fail(&p, p.line, "more than %d [gpu] sections", MAX_GPUS);
+                break;
+            }
+            gpu = &st.gpus[st.gpu_count];
+            gpu->magic = DEVICE_MAGIC;
+            gpu->index = st.gpu_count++;
+            gpu->header_line = p.line;
+            continue;
+        }
+        eq = strchr(line, '=');
+        if (!eq) {
+            rc = fail(&p, p.line, "expected 'key = value' or '[gpu]', got '%s'", line);
+            break;
+        }
+        *eq = '\0';
+        key = trim(line);
+        value = trim(eq + 1);
+        if (!*key) {
+            rc = fail(&p, p.line, "missing key before '='");
+            break;
+        }
+        if (gpu) {
+            k = gpu_key_index(key);
+            if (k < 0) {
+                rc = fail(&p, p.line, global_key_index(key) >= 0 ? "'%s' belongs before the first [gpu] section"
+                                                                  : "unknown key '%s' in a [gpu] section",
+                          key);
+                break;
+            }
+            if (gpu->seen & (1u << k)) {
+                rc = fail(&p, p.line, "'%s' given twice in one [gpu] section", key);
+                break;
+            }
+            gpu->seen |= 1u << k;
+            rc = set_gpu_key(&p, gpu, k, value);
+        } else {
+            k = global_key_index(key);
+            if (k < 0) {
+                rc = fail(&p, p.line, gpu_key_index(key) >= 0 ? "'%s' belongs in a [gpu] section"
+                                                              : "unknown key '%s'",
+                          key);
+                break;
+            }
+            if (global_seen & (1u << k)) {
+                rc = fail(&p, p.line, "'%s' given twice", key);
+                break;
+            }
+            global_seen |= 1u << k;
+            rc = set_global_key(&p, k, value);
+        }
+    }
+    if (rc == 0 && ferror(f))
+        rc = fail(&p, p.line, "read error: %s", strerror(errno));
+    fclose(f);
+    if (rc == 0 && gpu)
+        rc = finish_gpu(&p, gpu);
+    if (rc == 0 && st.fault == FAULT_NONE && !st.has_driver_version)
+        rc = fail(&p, p.line, "driver_version is required");
+    if (rc == 0 && st.fault == FAULT_NONE && !st.has_cuda_version)
+        rc = fail(&p, p.line, "cuda_driver_version is required");
+    if (rc != 0) {
+        memset(&st, 0, sizeof(st));
+        return NVML_ERROR_UNKNOWN;
+    }
+    if (!st.has_nvml_version)
+        snprintf(st.nvml_version, sizeof(st.nvml_version), "%d.%.64s", st.cuda_driver_version / 1000,
+                 st.driver_version);
+    switch (st.fault) {
+    case FAULT_DRIVER_NOT_LOADED:
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    case FAULT_NO_PERMISSION:
+        return NVML_ERROR_NO_PERMISSION;
+    case FAULT_UNKNOWN:
+        return NVML_ERROR_UNKNOWN;
+    case FAULT_NONE:
+        break;
+    }
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Helpers for the API                                                */
+
+static int valid_device(nvmlDevice_t d)
+{
+    /* Compare addresses first: a handle this library never gave out is not dereferenced. */
+    uintptr_t p = (uintptr_t)d, gpus = (uintptr_t)st.gpus, migs = (uintptr_t)st.migs;
+    size_t size = sizeof(struct fake_device);
+    if (p >= gpus && p < gpus + st.gpu_count * size && (p - gpus) % size == 0)
+        return d->magic == DEVICE_MAGIC;
+    if (p >= migs && p < migs + st.mig_total * size && (p - migs) % size == 0)
+        return d->magic == DEVICE_MAGIC;
+    return 0;
+}
+
+/* Common entry checks: initialised, valid handle, not marked unsupported. */
+#define CHECK_INIT(fn)                                                                                               \
+    do {                                                                                                             \
+        if (st.init_count <= 0)                                                                                      \
+            return NVML_ERROR_UNINITIALIZED;                                                                         \
+        if (unsupported(fn))                                                                                         \
+            return NVML_ERROR_NOT_SUPPORTED;                                                                         \
+    } while (0)
+
+#define CHECK_DEVICE(fn, dev)                                                                                        \
+    do {                                                                                                             \
+        CHECK_INIT(fn);                                                                                              \
+        if (!valid_device(dev))                                                                                      \
+            return NVML_ERROR_INVALID_ARGUMENT;                                                                      \
+    } while (0)
+
+static nvmlReturn_t copy_string(char *dst, unsigned int length, const char *src)
+{
+    if (!dst)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, strlen(src) + 1);
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Initialisation                                                     */
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    nvmlReturn_t rc;
+    (void)flags;
+    if (st.init_count > 0) {
+        st.init_count++;
+        return NVML_SUCCESS;
+    }
+    rc = load_config();
+    if (rc == NVML_SUCCESS)
+        st.init_count = 1;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+EXPORT nvmlReturn_t nvmlInit(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    if (st.init_count <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    st.init_count--;
+    return NVML_SUCCESS;
+}
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* System queries                                                     */
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    CHECK_INIT("nvmlSystemGetDriverVersion");
+    return copy_string(version, length, st.driver_version);
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    CHECK_INIT("nvmlSystemGetNVMLVersion");
+    return copy_string(version, length, st.nvml_version);
+}
+
+static nvmlReturn_t cuda_driver_version(const char *fn, int *version)
+{
+    CHECK_INIT(fn);
+    if (!version)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *version = st.cuda_driver_version;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version)
+{
+    return cuda_driver_version("nvmlSystemGetCudaDriverVersion", version);
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version)
+{
+    return cuda_driver_version("nvmlSystemGetCudaDriverVersion_v2", version);
+}
+
+/* ------------------------------------------------------------------ */
+/* Device enumeration                                                 */
+
+static nvmlReturn_t device_count(const char *fn, unsigned int *count)
+{
+    CHECK_INIT(fn);
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = st.gpu_count;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    return device_count("nvmlDeviceGetCount_v2", count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *count)
+{
+    return device_count("nvmlDeviceGetCount", count);
+}
+
+static nvmlReturn_t handle_by_index(const char *fn, unsigned int index, nvmlDevice_t *device)
+{
+    CHECK_INIT(fn);
+    if (!device || index >= st.gpu_count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &st.gpus[index];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    return handle_by_index("nvmlDeviceGetHandleByIndex_v2", index, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return handle_by_index("nvmlDeviceGetHandleByIndex", index, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    unsigned int i;
+    CHECK_INIT("nvmlDeviceGetHandleByUUID");
+    if (!uuid || !device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < st.gpu_count; i++)
+        if (strcmp(st.gpus[i].uuid, uuid) == 0) {
+            *device = &st.gpus[i];
+            return NVML_SUCCESS;
+        }
+    for (i = 0; i < st.mig_total; i++)
+        if (strcmp(st.migs[i].uuid, uuid) == 0) {
+            *device = &st.migs[i];
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+static nvmlReturn_t handle_by_bus_id(const char *fn, const char *bus_id, nvmlDevice_t *device)
+{
+    unsigned int domain, bus, dev, function, i;
+    int used = 0;
+    CHECK_INIT(fn);
+    if (!bus_id || !device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    /* NVML accepts both 0000:18:00.0 and 00000000:18:00.0 */
+    if (sscanf(bus_id, "%x:%x:%x.%x%n", &domain, &bus, &dev, &function, &used) != 4 || bus_id[used])
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < st.gpu_count; i++) {
+        const struct fake_device *d = &st.gpus[i];
+        if (d->domain == domain && d->bus == bus && d->device == dev && d->function == function) {
+            *device = &st.gpus[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDevice_t *device)
+{
+    return handle_by_bus_id("nvmlDeviceGetHandleByPciBusId_v2", bus_id, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *bus_id, nvmlDevice_t *device)
+{
+    return handle_by_bus_id("nvmlDeviceGetHandleByPciBusId", bus_id, device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    CHECK_DEVICE("nvmlDeviceGetIndex", device);
+    if (!index || device->parent)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *index = device->index;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor)
+{
+    CHECK_DEVICE("nvmlDeviceGetMinorNumber", device);
+    if (!minor || device->parent)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *minor = device->index;
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Device queries                                                     */
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    CHECK_DEVICE("nvmlDeviceGetName", device);
+    return copy_string(name, length, device->name);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    CHECK_DEVICE("nvmlDeviceGetUUID", device);
+    return copy_string(uuid, length, device->uuid);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    CHECK_DEVICE("nvmlDeviceGetMemoryInfo", device);
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memory->total = device->memory_total_mib * MIB;
+    memory->used = device->memory_used_mib * MIB;
+    memory->free = memory->total - memory->used;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    CHECK_DEVICE("nvmlDeviceGetMemoryInfo_v2", device);
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != NVML_MEMORY_V2_VERSION)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memory->total = device->memory_total_mib * MIB;
+    memory->reserved = 0;
+    memory->used = device->memory_used_mib * MIB;
+    memory->free = memory->total - memory->used;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t pci_info(const char *fn, nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    CHECK_DEVICE(fn, device);
+    if (!pci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof(*pci));
+    pci->domain = device->domain;
+    pci->bus = device->bus;
+    pci->device = device->device;
+    pci->pciDeviceId = device->pci_device_id;
+    pci->pciSubSystemId = device->pci_subsystem_id;
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", device->domain & 0xffff,
+             device->bus & 0xff, device->device & 0x1f, device->function & 0x7);
+    snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.%X", device->domain, device->bus & 0xff,
+             device->device & 0x1f, device->function & 0x7);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info("nvmlDeviceGetPciInfo_v3", device, pci);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info("nvmlDeviceGetPciInfo_v2", device, pci);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info("nvmlDeviceGetPciInfo", device, pci);
+}
+
+#ifndef FAKENVML_LEGACY
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor)
+{
+    CHECK_DEVICE("nvmlDeviceGetCudaComputeCapability", device);
+    if (!major || !minor)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->has_cc)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *major = device->cc_major;
+    *minor = device->cc_minor;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending)
+{
+    CHECK_DEVICE("nvmlDeviceGetMigMode", device);
+    if (!current || !pending || device->parent)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->has_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *current = device->mig_current;
+    *pending = device->mig_pending;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    CHECK_DEVICE("nvmlDeviceGetMaxMigDeviceCount", device);
+    if (!count || device->parent)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->has_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *count = device->max_mig;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                        nvmlDevice_t *mig)
+{
+    CHECK_DEVICE("nvmlDeviceGetMigDeviceHandleByIndex", device);
+    if (!mig || device->parent)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->has_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= device->max_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->mig_current || index >= device->mig_count)
+        return NVML_ERROR_NOT_FOUND;
+    *mig = device->mig[index];
+    return NVML_SUCCESS;
+}
+#endif
+
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig)
+{
+    CHECK_DEVICE("nvmlDeviceIsMigDeviceHandle", device);
+    if (!is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *is_mig = device->parent != NULL;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device)
+{
+    CHECK_DEVICE("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig);
+    if (!device || !mig->parent)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = mig->parent;
+    return NVML_SUCCESS;
+}

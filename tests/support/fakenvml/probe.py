@@ -1,0 +1,116 @@
+"""Print, as JSON, what pynvml reports about the GPUs of this machine.
+
+Run it in a fresh process (the library is chosen when pynvml first loads it):
+
+    LD_LIBRARY_PATH=.cache/fakenvml/full FAKENVML_CONFIG=profile.conf python3 probe.py
+
+Every value is either the value pynvml returned or {"error": "<NVMLError class name>"}.
+Works with nvidia-ml-py 13 and with Debian's python3-pynvml 11.
+"""
+import json
+import sys
+
+import pynvml
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _call(function, *args):
+    try:
+        return function(*args)
+    except pynvml.NVMLError as error:
+        return {"error": type(error).__name__, "message": str(error)}
+
+
+def _failed(value):
+    return isinstance(value, dict) and "error" in value
+
+
+def _memory(handle):
+    info = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    return info if _failed(info) else {"total": info.total, "free": info.free, "used": info.used}
+
+
+def _memory_v2(handle):
+    info = _call(pynvml.nvmlDeviceGetMemoryInfo, handle, pynvml.nvmlMemory_v2)
+    if _failed(info):
+        return info
+    return {"total": info.total, "reserved": info.reserved, "free": info.free, "used": info.used}
+
+
+def _pci(handle):
+    info = _call(pynvml.nvmlDeviceGetPciInfo, handle)
+    if _failed(info):
+        return info
+    return {
+        "bus_id": _text(info.busId),
+        "bus_id_legacy": _text(info.busIdLegacy),
+        "domain": info.domain,
+        "bus": info.bus,
+        "device": info.device,
+        "pci_device_id": info.pciDeviceId,
+        "pci_subsystem_id": info.pciSubSystemId,
+    }
+
+
+def _listed(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def _device(handle, mig=False):
+    device = {
+        "name": _text(_call(pynvml.nvmlDeviceGetName, handle)),
+        "uuid": _text(_call(pynvml.nvmlDeviceGetUUID, handle)),
+        "memory": _memory(handle),
+    }
+    if mig:
+        return device
+    device.update({
+        "index": _call(pynvml.nvmlDeviceGetIndex, handle),
+        "memory_v2": _memory_v2(handle),
+        "pci": _pci(handle),
+        "compute_capability": _listed(_call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)),
+        "mig_mode": _listed(_call(pynvml.nvmlDeviceGetMigMode, handle)),
+        "max_mig_devices": _call(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle),
+    })
+    migs = []
+    limit = device["max_mig_devices"] if isinstance(device["max_mig_devices"], int) else 1
+    for index in range(max(limit, 1)):
+        mig_handle = _call(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
+        if _failed(mig_handle):
+            migs.append(mig_handle)
+            break
+        migs.append(_device(mig_handle, mig=True))
+    device["mig_devices"] = migs
+    return device
+
+
+def probe():
+    result = {"pynvml": getattr(pynvml, "__version__", None)}
+    init = _call(pynvml.nvmlInit)
+    if _failed(init):
+        result["init"] = init
+        return result
+    result["init"] = "ok"
+    result["driver_version"] = _text(_call(pynvml.nvmlSystemGetDriverVersion))
+    result["nvml_version"] = _text(_call(pynvml.nvmlSystemGetNVMLVersion))
+    result["cuda_driver_version"] = _call(pynvml.nvmlSystemGetCudaDriverVersion)
+    result["cuda_driver_version_v2"] = _call(pynvml.nvmlSystemGetCudaDriverVersion_v2)
+    count = _call(pynvml.nvmlDeviceGetCount)
+    result["count"] = count
+    result["devices"] = []
+    if isinstance(count, int):
+        for index in range(count):
+            handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
+            result["devices"].append(handle if _failed(handle) else _device(handle))
+        result["index_out_of_range"] = _call(pynvml.nvmlDeviceGetHandleByIndex, count)
+    result["shutdown"] = _call(pynvml.nvmlShutdown) or "ok"
+    result["after_shutdown"] = _call(pynvml.nvmlDeviceGetCount)
+    return result
+
+
+if __name__ == "__main__":
+    json.dump(probe(), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")

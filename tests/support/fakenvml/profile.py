@@ -1,0 +1,60 @@
+"""Read a fake NVML profile (tests/support/fakenvml/profiles/*.conf) into plain Python.
+
+Tests use it to know what a node should report without repeating the profile's values:
+
+    from fakenvml.profile import load_profile, PROFILES
+    profile = load_profile(PROFILES / "h100x8.conf")
+    profile["gpus"][0]["name"]  # 'NVIDIA H100 80GB HBM3'
+
+It reads well-formed profiles only; the library itself is the judge of malformed ones.
+"""
+import pathlib
+
+PROFILES = pathlib.Path(__file__).resolve().parent / "profiles"
+
+_INT_KEYS = ("memory_total_mib", "memory_used_mib", "cuda_driver_version", "max_mig_devices", "mig_mode",
+             "mig_pending")
+_HEX_KEYS = ("pci_device_id", "pci_subsystem_id")
+_LIST_KEYS = ("not_supported", "mig_devices")
+
+
+def _value(key, text):
+    if key in _INT_KEYS:
+        return int(text)
+    if key in _HEX_KEYS:
+        return int(text, 16)
+    if key in _LIST_KEYS:
+        return [item.strip() for item in text.split(",") if item.strip()]
+    if key == "compute_capability":
+        major, minor = text.split(".")
+        return [int(major), int(minor)]
+    return text
+
+
+def parse_profile(text):
+    """Return {'fault': str, 'not_supported': [...], ..., 'gpus': [{...}, ...]} from profile text."""
+    profile = {"fault": "none", "not_supported": [], "gpus": []}
+    section = profile
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line == "[gpu]":
+            section = {}
+            profile["gpus"].append(section)
+            continue
+        key, _sep, value = line.partition("=")
+        key = key.strip()
+        section[key] = _value(key, value.strip())
+    for gpu in profile["gpus"]:
+        if "mig_mode" in gpu:
+            gpu.setdefault("mig_pending", gpu["mig_mode"])
+    return profile
+
+
+def load_profile(path):
+    """parse_profile() of a file; a bare name like 'h100x8' means PROFILES / 'h100x8.conf'."""
+    path = pathlib.Path(path)
+    if not path.suffix and not path.exists():
+        path = PROFILES / (path.name + ".conf")
+    return parse_profile(path.read_text(encoding="utf-8"))
