@@ -28,7 +28,7 @@ DMI_PRODUCT_NAME = "/sys/class/dmi/id/product_name"
 SOURCES = ("nvml", "nvidia-smi", "pci", "none")
 
 
-def read_machine(path=DMI_PRODUCT_NAME):
+def read_machine(path):
     """Return the DMI product name, or None when it cannot be read."""
     try:
         with open(path, "rb") as handle:
@@ -60,8 +60,8 @@ def _facts(source, driver_version, cuda_driver_version, devices, machine):
     }
 
 
-def discover_gpus(nvml=None, run_command=None, which=None, pci_root=PCI_DEVICES,
-                  machine_path=DMI_PRODUCT_NAME, mig_strategy="none", sharing_strategy="none", replicas=1):
+def discover_gpus(nvml=None, run_command=None, which=None, pci_root=None, machine_path=None,
+                  mig_strategy="none", sharing_strategy="none", replicas=1):
     """Return ``(facts, warnings)``.
 
     ``nvml``: the pynvml module (default: the one importable here, or None).
@@ -70,7 +70,7 @@ def discover_gpus(nvml=None, run_command=None, which=None, pci_root=PCI_DEVICES,
     """
     run_command = run_command or _no_command
     which = which or _no_which
-    machine = read_machine(machine_path)
+    machine = read_machine(machine_path or DMI_PRODUCT_NAME)
     causes = []
     facts = None
 
@@ -86,7 +86,7 @@ def discover_gpus(nvml=None, run_command=None, which=None, pci_root=PCI_DEVICES,
             causes.append(error)
 
     if facts is None:
-        devices = scan_pci(pci_root)
+        devices = scan_pci(pci_root or PCI_DEVICES)
         facts = _facts("pci", None, None, devices, machine)
 
     warnings = _warnings(facts, causes)

@@ -1,0 +1,273 @@
+"""Unit tests for the GFD label rules (plugins/module_utils/gfd_labels.py)."""
+import pytest
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import gfd_labels as gl
+
+
+def device(index=0, name="NVIDIA H100 80GB HBM3", memory=81559, cc="9.0", mig=(0, 0)):
+    return {
+        "index": index,
+        "name": name,
+        "product": gl.sanitise_label_value(name),
+        "uuid": "GPU-%d" % index,
+        "memory_mib": memory,
+        "pci_bus_id": "00000000:%02X:00.0" % index,
+        "compute_capability": cc,
+        "family": gl.gpu_family(cc),
+        "mig": {"current": mig[0], "pending": mig[1]} if mig else {"current": None, "pending": None},
+    }
+
+
+def facts(devices, source="nvml", driver="535.183.01", cuda="12.2", machine="DGX H100"):
+    return {
+        "present": bool(devices),
+        "count": len(devices),
+        "source": source,
+        "driver_version": driver,
+        "cuda_driver_version": cuda,
+        "devices": devices,
+        "machine": machine,
+    }
+
+
+# Examples from GFD's own sources, docs and tests (k8s-device-plugin internal/lm, README).
+@pytest.mark.parametrize("raw, expected", [
+    ("Tesla T4", "Tesla-T4"),
+    ("Tesla V100-SXM2-16GB", "Tesla-V100-SXM2-16GB"),
+    ("NVIDIA A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB"),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+    ("NVIDIA A100 80GB PCIe", "NVIDIA-A100-80GB-PCIe"),
+    ("Quadro RTX 6000", "Quadro-RTX-6000"),
+    ("GeForce GTX 1080 Ti", "GeForce-GTX-1080-Ti"),
+    ("  Tesla   K80  ", "Tesla-K80"),
+    # a tab is outside the kept set, so it is dropped before spaces are joined
+    ("NVIDIA GeForce RTX\t4090", "NVIDIA-GeForce-RTX4090"),
+    ("A100 (SXM4) 40GB/MIG", "A100-SXM4-40GBMIG"),
+    ("Tesla_P4.x", "Tesla_P4.x"),
+])
+def test_sanitise_matches_gfd(raw, expected):
+    assert gl.sanitise_label_value(raw) == expected
+
+
+def test_sanitise_gives_valid_label_values():
+    assert gl.sanitise_label_value("-_.weird name._-") == "weird-name"
+    long_value = gl.sanitise_label_value("A" * 62 + " -B")
+    assert len(long_value) <= 63 and long_value[-1].isalnum()
+    assert gl.sanitise_label_value(None) == ""
+    assert gl.sanitise_label_value("(+)") == ""
+
+
+@pytest.mark.parametrize("cc, family", [
+    ("1.3", "tesla"), ("2.1", "fermi"), ("3.7", "kepler"), ("5.2", "maxwell"), ("6.0", "pascal"),
+    ("7.0", "volta"), ("7.2", "volta"), ("7.5", "turing"), ("8.0", "ampere"), ("8.6", "ampere"),
+    ("8.7", "ampere"), ("8.9", "ada-lovelace"), ("9.0", "hopper"), ("10.0", "blackwell"),
+    ("12.0", "blackwell"), ("4.0", "undefined"), ((9, 0), "hopper"), (None, None), ("x", None), ("9", None),
+])
+def test_gpu_family(cc, family):
+    assert gl.gpu_family(cc) == family
+
+
+@pytest.mark.parametrize("name, value", [
+    ("Tesla T4", "nvidia-tesla-t4"),
+    ("Tesla P100-PCIE-16GB", "nvidia-tesla-p100-pcie-16gb"),
+    ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
+    ("NVIDIA A100-SXM4-40GB", "nvidia-a100-sxm4-40gb"),
+])
+def test_accelerator_label_value(name, value):
+    assert gl.accelerator_label_value(name) == value
+
+
+def test_h100x8_labels():
+    labels = gl.gfd_labels(facts([device(i) for i in range(8)]))
+    assert labels == {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/gpu.family": "hopper",
+        "nvidia.com/gpu.compute.major": "9",
+        "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.machine": "DGX-H100",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/cuda.driver-version.full": "535.183.01",
+        "nvidia.com/cuda.driver-version.major": "535",
+        "nvidia.com/cuda.driver-version.minor": "183",
+        "nvidia.com/cuda.driver-version.revision": "01",
+        "nvidia.com/cuda.driver.major": "535",
+        "nvidia.com/cuda.driver.minor": "183",
+        "nvidia.com/cuda.driver.rev": "01",
+        "nvidia.com/cuda.runtime-version.full": "12.2",
+        "nvidia.com/cuda.runtime-version.major": "12",
+        "nvidia.com/cuda.runtime-version.minor": "2",
+        "nvidia.com/cuda.runtime.major": "12",
+        "nvidia.com/cuda.runtime.minor": "2",
+    }
+    assert all(key.startswith(gl.MANAGED_LABEL_PREFIX) for key in labels)
+
+
+def test_no_gpu_no_labels():
+    assert gl.gfd_labels(facts([], source="none")) == {}
+    assert gl.gfd_labels({}) == {}
+    assert gl.gfd_labels(None) == {}
+
+
+def test_mig_not_supported_is_not_capable():
+    labels = gl.gfd_labels(facts([device(name="Tesla T4", memory=15360, cc="7.5", mig=None)]))
+    assert labels["nvidia.com/mig.capable"] == "false"
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4"
+    assert labels["nvidia.com/gpu.family"] == "turing"
+    assert "nvidia.com/mig.strategy" not in labels
+
+
+def test_time_slicing_shares_the_product():
+    labels = gl.gfd_labels(facts([device(0), device(1)]), sharing_strategy="time-slicing", replicas=4)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
+    assert labels["nvidia.com/gpu.replicas"] == "4"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert labels["nvidia.com/gpu.count"] == "2"
+
+
+def test_mps_shares_the_product():
+    labels = gl.gfd_labels(facts([device(0)]), sharing_strategy="mps", replicas=2)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+
+
+def test_sharing_with_one_replica_is_not_shared():
+    labels = gl.gfd_labels(facts([device(0)]), sharing_strategy="time-slicing", replicas=1)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "none"
+    assert labels["nvidia.com/gpu.replicas"] == "1"
+
+
+def a100_mig(count=4):
+    return facts([device(i, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)) for i in range(count)])
+
+
+def test_mig_enabled_gpus_carry_no_sharing():
+    labels = gl.gfd_labels(a100_mig(), sharing_strategy="time-slicing", replicas=4)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    assert labels["nvidia.com/gpu.replicas"] == "0"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "none"
+    assert labels["nvidia.com/gpu.count"] == "4"
+    assert labels["nvidia.com/mig.capable"] == "true"
+    assert "nvidia.com/mig.strategy" not in labels
+
+
+def test_mig_single_with_empty_mig_gpus_is_invalid():
+    labels = gl.gfd_labels(a100_mig(), mig_strategy="single")
+    assert labels["nvidia.com/mig.strategy"] == "single"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
+    assert labels["nvidia.com/gpu.count"] == "0"
+    assert labels["nvidia.com/gpu.replicas"] == "0"
+    assert labels["nvidia.com/gpu.memory"] == "0"
+
+
+def test_mig_single_without_mig_enabled_gpus_is_like_none():
+    base = gl.gfd_labels(facts([device(0)]))
+    labels = gl.gfd_labels(facts([device(0)]), mig_strategy="single")
+    assert labels.pop("nvidia.com/mig.strategy") == "single"
+    assert labels == base
+
+
+def test_mig_mixed_keeps_full_gpu_labels():
+    labels = gl.gfd_labels(a100_mig(), mig_strategy="mixed")
+    assert labels["nvidia.com/mig.strategy"] == "mixed"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    assert labels["nvidia.com/gpu.count"] == "4"
+
+
+def test_full_gpus_override_mig_enabled_ones():
+    devices = [device(0, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)),
+               device(1, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (0, 0))]
+    labels = gl.gfd_labels(facts(devices), sharing_strategy="time-slicing", replicas=2)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-SHARED"
+    assert labels["nvidia.com/gpu.count"] == "2"
+    assert labels["nvidia.com/gpu.replicas"] == "2"
+
+
+def test_mixed_models_lowest_index_wins():
+    devices = [device(0, "Tesla T4", 15360, "7.5", None), device(1), device(2)]
+    labels = gl.gfd_labels(facts(devices))
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4"
+    assert labels["nvidia.com/gpu.count"] == "1"
+    assert labels["nvidia.com/gpu.memory"] == "15360"
+    assert labels["nvidia.com/gpu.family"] == "turing"
+    assert labels["nvidia.com/mig.capable"] == "true"
+    assert gl.multiple_models(facts(devices)) == ["Tesla T4", "NVIDIA H100 80GB HBM3"]
+    assert gl.multiple_models(facts(devices[1:])) == []
+
+
+def test_unknown_fields_leave_their_labels_out():
+    dev = device(0, name=None, memory=None, cc=None, mig=None)
+    labels = gl.gfd_labels(facts([dev], source="pci", driver=None, cuda=None, machine=None))
+    assert labels == {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.machine": "unknown",
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+    }
+
+
+def test_compute_major_zero_has_no_architecture_labels():
+    labels = gl.gfd_labels(facts([device(0, cc="0.0")]))
+    assert "nvidia.com/gpu.family" not in labels
+    assert "nvidia.com/gpu.compute.major" not in labels
+
+
+def test_two_part_driver_version_has_empty_revision():
+    labels = gl.gfd_labels(facts([device(0)], driver="550.54"))
+    assert labels["nvidia.com/cuda.driver.rev"] == ""
+    assert labels["nvidia.com/cuda.driver-version.revision"] == ""
+    assert labels["nvidia.com/cuda.driver-version.full"] == "550.54"
+
+
+def test_malformed_driver_version_gives_no_driver_labels():
+    labels = gl.gfd_labels(facts([device(0)], driver="535"))
+    assert not [key for key in labels if "cuda.driver" in key]
+
+
+def test_machine_is_sanitised():
+    labels = gl.gfd_labels(facts([device(0)], machine="Standard PC (Q35 + ICH9, 2009)"))
+    assert labels["nvidia.com/gpu.machine"] == "Standard-PC-Q35-ICH9-2009"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(mig_strategy="all"), "mig_strategy must be one of"),
+    (dict(sharing_strategy="mig"), "sharing_strategy must be one of"),
+    (dict(replicas=0), "replicas must be an integer of at least 1"),
+    (dict(replicas=True), "replicas must be an integer"),
+    (dict(replicas=2), "replicas=2 needs sharing_strategy"),
+])
+def test_invalid_options(kwargs, message):
+    assert message in gl.validate_label_options(**kwargs)
+    with pytest.raises(ValueError, match=message):
+        gl.gfd_labels(facts([device(0)]), **kwargs)
+
+
+def test_valid_options():
+    assert gl.validate_label_options("mixed", "mps", 3) is None
+
+
+@pytest.mark.parametrize("replicas, sharing, product", [
+    (1, "none", "MOCKMODEL"),
+    (2, "time-slicing", "MOCKMODEL-SHARED"),
+])
+def test_gfd_resource_labeler_examples(replicas, sharing, product):
+    """GFD's TestGPUResourceLabeler: MOCKMODEL, 300 MiB, compute capability 8.0, count 1."""
+    labels = gl.gfd_labels(facts([device(0, "MOCKMODEL", 300, "8.0", None)]),
+                           sharing_strategy=sharing, replicas=replicas)
+    resource = dict((k, v) for k, v in labels.items() if k.startswith("nvidia.com/gpu.")
+                    and k not in ("nvidia.com/gpu.present", "nvidia.com/gpu.machine", "nvidia.com/gpu.sharing-strategy"))
+    assert resource == {
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/gpu.replicas": str(replicas),
+        "nvidia.com/gpu.memory": "300",
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": "8",
+        "nvidia.com/gpu.compute.minor": "0",
+    }

@@ -1,0 +1,252 @@
+"""Unit tests for the NVML source (plugins/module_utils/gpu_discovery_nvml.py) over a pynvml stand-in."""
+import os
+import sys
+
+import pytest
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_discovery_nvml as nv
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import SourceUnavailable
+
+MIB = 1024 * 1024
+CODES = {
+    "NVML_ERROR_UNINITIALIZED": 1,
+    "NVML_ERROR_NOT_SUPPORTED": 3,
+    "NVML_ERROR_NO_PERMISSION": 4,
+    "NVML_ERROR_DRIVER_NOT_LOADED": 9,
+    "NVML_ERROR_LIBRARY_NOT_FOUND": 12,
+    "NVML_ERROR_FUNCTION_NOT_FOUND": 13,
+    "NVML_ERROR_GPU_IS_LOST": 15,
+    "NVML_ERROR_UNKNOWN": 999,
+}
+MESSAGES = {1: "Uninitialized", 3: "Not Supported", 4: "Insufficient Permissions", 9: "Driver Not Loaded",
+            13: "Function Not Found", 15: "GPU is lost", 999: "Unknown Error"}
+
+
+class StubError(Exception):
+    def __init__(self, value):
+        super(StubError, self).__init__(value)
+        self.value = value
+
+    def __str__(self):
+        # pynvml's own fallback text when nvmlErrorString cannot be called
+        return MESSAGES.get(self.value, "NVML Error with code %d" % self.value)
+
+
+class Struct:
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+class StubNvml:
+    """The pynvml calls discover_nvml makes, answering from a list of GPU dicts."""
+
+    NVMLError = StubError
+
+    def __init__(self, gpus, driver="535.183.01", cuda=12020, init_error=None, stderr=None,
+                 errors=None, as_bytes=False):
+        for name, code in CODES.items():
+            setattr(self, name, code)
+        self.gpus = gpus
+        self.driver = driver
+        self.cuda = cuda
+        self.init_error = init_error
+        self.stderr = stderr
+        self.errors = errors or {}  # function name -> code, or (index, code)
+        self.as_bytes = as_bytes
+        self.calls = []
+
+    def _enter(self, name, index=None):
+        self.calls.append(name)
+        error = self.errors.get(name)
+        if isinstance(error, tuple):
+            if error[0] == index:
+                raise StubError(error[1])
+        elif error is not None:
+            raise StubError(error)
+
+    def _str(self, value):
+        return value.encode() if self.as_bytes else value
+
+    def nvmlInit(self):
+        self.calls.append("nvmlInit")
+        if self.stderr:
+            os.write(2, self.stderr.encode())
+        if self.init_error is not None:
+            raise StubError(self.init_error)
+
+    def nvmlShutdown(self):
+        self._enter("nvmlShutdown")
+
+    def nvmlSystemGetDriverVersion(self):
+        self._enter("nvmlSystemGetDriverVersion")
+        return self._str(self.driver)
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        self._enter("nvmlSystemGetCudaDriverVersion")
+        return self.cuda
+
+    def nvmlDeviceGetCount(self):
+        self._enter("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self._enter("nvmlDeviceGetHandleByIndex", index)
+        return index
+
+    def nvmlDeviceGetName(self, handle):
+        self._enter("nvmlDeviceGetName", handle)
+        return self._str(self.gpus[handle]["name"])
+
+    def nvmlDeviceGetUUID(self, handle):
+        self._enter("nvmlDeviceGetUUID", handle)
+        return self._str(self.gpus[handle]["uuid"])
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        self._enter("nvmlDeviceGetMemoryInfo", handle)
+        total = self.gpus[handle]["memory_mib"] * MIB
+        return Struct(total=total, free=total, used=0)
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        self._enter("nvmlDeviceGetPciInfo", handle)
+        gpu = self.gpus[handle]
+        return Struct(busId=self._str(gpu["bus"]), pciDeviceId=gpu["device_id"])
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        self._enter("nvmlDeviceGetCudaComputeCapability", handle)
+        return self.gpus[handle]["cc"]
+
+    def nvmlDeviceGetMigMode(self, handle):
+        self._enter("nvmlDeviceGetMigMode", handle)
+        return list(self.gpus[handle]["mig"])
+
+
+def gpu(index, name="NVIDIA H100 80GB HBM3", memory=81559, cc=(9, 0), mig=(0, 0), device_id=0x233010DE):
+    return {"name": name, "uuid": "GPU-%08d" % index, "memory_mib": memory,
+            "bus": "00000000:%02X:00.0" % (0x18 + index), "device_id": device_id, "cc": cc, "mig": mig}
+
+
+def test_reads_every_gpu_with_one_init_and_shutdown():
+    lib = StubNvml([gpu(i) for i in range(8)])
+    driver, cuda, devices = nv.discover_nvml(lib)
+    assert driver == "535.183.01"
+    assert cuda == "12.2"
+    assert len(devices) == 8
+    assert devices[3] == {
+        "index": 3,
+        "name": "NVIDIA H100 80GB HBM3",
+        "product": "NVIDIA-H100-80GB-HBM3",
+        "uuid": "GPU-00000003",
+        "memory_mib": 81559,
+        "pci_bus_id": "00000000:1B:00.0",
+        "pci_device_id": "0x233010DE",
+        "compute_capability": "9.0",
+        "family": "hopper",
+        "mig": {"current": 0, "pending": 0},
+    }
+    assert lib.calls.count("nvmlInit") == 1
+    assert lib.calls.count("nvmlShutdown") == 1
+
+
+def test_bytes_from_older_bindings_become_text():
+    lib = StubNvml([gpu(0, name="Tesla T4", cc=(7, 5))], driver="535.216.01", cuda=12040, as_bytes=True)
+    driver, cuda, devices = nv.discover_nvml(lib)
+    assert driver == "535.216.01" and cuda == "12.4"
+    assert devices[0]["name"] == "Tesla T4"
+    assert devices[0]["uuid"] == "GPU-00000000"
+    assert devices[0]["pci_bus_id"] == "00000000:18:00.0"
+
+
+@pytest.mark.parametrize("code", [3, 13])
+def test_optional_calls_not_supported_leave_their_field_null(code):
+    lib = StubNvml([gpu(0), gpu(1)], errors={
+        "nvmlDeviceGetMigMode": (1, code),
+        "nvmlDeviceGetCudaComputeCapability": code,
+        "nvmlSystemGetCudaDriverVersion": code,
+    })
+    driver, cuda, devices = nv.discover_nvml(lib)
+    assert driver == "535.183.01"
+    assert cuda is None
+    assert devices[0]["mig"] == {"current": 0, "pending": 0}
+    assert devices[1]["mig"] == {"current": None, "pending": None}
+    assert devices[0]["compute_capability"] is None and devices[0]["family"] is None
+    assert devices[0]["memory_mib"] == 81559
+
+
+def test_other_error_in_optional_call_fails_the_source():
+    lib = StubNvml([gpu(0)], errors={"nvmlDeviceGetMigMode": 15})
+    with pytest.raises(SourceUnavailable, match=r"NVML query failed: GPU is lost \(NVML_ERROR_GPU_IS_LOST\)"):
+        nv.discover_nvml(lib)
+    assert lib.calls.count("nvmlShutdown") == 1
+
+
+def test_required_call_failing_fails_the_source_and_shuts_down():
+    lib = StubNvml([gpu(0)], errors={"nvmlDeviceGetName": (0, 3)})
+    with pytest.raises(SourceUnavailable, match="NVML query failed: Not Supported"):
+        nv.discover_nvml(lib)
+    assert lib.calls[-1] == "nvmlShutdown"
+
+
+def test_shutdown_error_is_ignored():
+    lib = StubNvml([gpu(0)], errors={"nvmlShutdown": 1})
+    assert nv.discover_nvml(lib)[2][0]["index"] == 0
+
+
+@pytest.mark.parametrize("code, message, expected", [
+    (9, "NVML could not be initialised: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)", False),
+    (4, "NVML could not be initialised: Insufficient Permissions (NVML_ERROR_NO_PERMISSION)", False),
+    (999, "NVML could not be initialised: Unknown Error (NVML_ERROR_UNKNOWN)", False),
+    (12, "NVML could not be initialised: NVML_ERROR_LIBRARY_NOT_FOUND", True),
+])
+def test_init_failure_names_the_cause(code, message, expected):
+    lib = StubNvml([gpu(0)], init_error=code)
+    with pytest.raises(SourceUnavailable) as caught:
+        nv.discover_nvml(lib)
+    assert str(caught.value) == message
+    assert caught.value.expected is expected
+    assert "nvmlShutdown" not in lib.calls
+
+
+def test_init_failure_includes_what_the_library_printed():
+    lib = StubNvml([gpu(0)], init_error=999, stderr="fakenvml: /etc/fakenvml/gpus.conf:3: unknown key 'colour'\n")
+    with pytest.raises(SourceUnavailable) as caught:
+        nv.discover_nvml(lib)
+    assert str(caught.value) == ("NVML could not be initialised: Unknown Error (NVML_ERROR_UNKNOWN): "
+                                 "fakenvml: /etc/fakenvml/gpus.conf:3: unknown key 'colour'")
+
+
+def test_stderr_is_restored_after_init():
+    before = os.fstat(2)
+    lib = StubNvml([gpu(0)], stderr="noise\n")
+    nv.discover_nvml(lib)
+    after = os.fstat(2)
+    assert (before.st_ino, before.st_dev) == (after.st_ino, after.st_dev)
+
+
+def test_missing_bindings(monkeypatch):
+    monkeypatch.setattr(nv, "pynvml", None)
+    with pytest.raises(SourceUnavailable, match=r"pynvml \(package nvidia-ml-py or python3-pynvml\) is not installed") as caught:
+        nv.discover_nvml()
+    assert caught.value.expected is False
+
+
+def test_default_library_is_the_imported_pynvml(monkeypatch):
+    lib = StubNvml([gpu(0)])
+    monkeypatch.setattr(nv, "pynvml", lib)
+    assert nv.discover_nvml()[2][0]["name"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_no_gpus():
+    assert nv.discover_nvml(StubNvml([])) == ("535.183.01", "12.2", [])
+
+
+def test_describe_error_without_message():
+    lib = StubNvml([])
+    assert nv.describe_error(lib, StubError(12)) == "NVML_ERROR_LIBRARY_NOT_FOUND"
+    assert nv.describe_error(lib, StubError(77)) == "NVML error 77"
+    assert nv.describe_error(lib, StubError(9)) == "Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)"
+
+
+def test_real_pynvml_is_importable_here():
+    """The controller venv ships nvidia-ml-py; the module must find it."""
+    assert nv.pynvml is not None and nv.PYNVML_IMPORT_ERROR is None
+    assert "pynvml" in sys.modules
