@@ -1,0 +1,403 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: container_runtime_nvidia
+short_description: Configure containerd, Docker or CRI-O to know the NVIDIA container runtime
+version_added: 1.0.0
+description:
+  - Adds the NVIDIA container runtime to the configuration of containerd (config versions 1, 2 and 3),
+    Docker (C(daemon.json)) or CRI-O (a drop-in file), optionally as the default runtime and with CDI enabled,
+    or removes it again. It does what C(nvidia-ctk runtime configure) does, and also keeps a backup on request,
+    keeps comments and formatting of TOML files, edits the templates of k3s and RKE2, and is idempotent.
+  - "containerd: the new runtime starts as a copy of the default runtime's table (when that is a runc shim),
+    else of C(runc), else of C(crun), so C(SystemdCgroup) and other options carry over; then
+    C(runtime_type = io.containerd.runc.v2) and C(options.BinaryName) are set. When our runtime already exists,
+    only C(runtime_type) and C(options.BinaryName) are enforced, and C(SystemdCgroup) is added from the source
+    runtime when it is missing."
+  - "Docker: C(runtimes.<runtime_name>) is merged into C(daemon.json); every other key and runtime is kept, and the
+    file's indentation is kept."
+  - "CRI-O: the drop-in file belongs to this module and is written whole; the runtime copies the options of
+    CRI-O's default runtime found in C(crio.conf) and the other drop-ins of the same directory."
+  - The module only writes files. Restart the runtime when RV(restart_required) is true.
+author:
+  - kubegpu.nvidia maintainers
+requirements:
+  - tomlkit (Debian/Ubuntu package C(python3-tomlkit)) on the managed node for containerd and CRI-O.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+    description: A second run with the same options reports no change.
+options:
+  runtime:
+    description: The container runtime to configure.
+    type: str
+    required: true
+    choices: [containerd, docker, crio]
+  path:
+    description:
+      - The configuration file to edit.
+      - "Defaults: C(/etc/containerd/config.toml) (containerd), C(/etc/docker/daemon.json) (docker),
+        C(/etc/crio/crio.conf.d/99-nvidia.toml) (crio)."
+      - For O(flavor=k3s) or O(flavor=rke2) the default is their C(config.toml.tmpl); a path naming their
+        generated C(config.toml) is turned into the C(config.toml.tmpl) beside it.
+    type: path
+  mode:
+    description:
+      - containerd only. V(in_place) edits O(path).
+      - V(drop_in) writes the runtime to O(drop_in_path) and adds its directory to C(imports) in O(path).
+        Because containerd before 2.1 replaces a whole plugin table per import, the drop-in carries the complete
+        CRI table of O(path) plus the runtime; run the module again after editing that table in O(path).
+        Needs config version 2 or 3.
+    type: str
+    choices: [in_place, drop_in]
+    default: in_place
+  drop_in_path:
+    description: containerd O(mode=drop_in) only. The drop-in file; C(imports) gets C(<its directory>/*.toml).
+    type: path
+    default: /etc/containerd/conf.d/99-nvidia.toml
+  flavor:
+    description:
+      - containerd only. Which containerd distribution owns the configuration.
+      - V(k3s) and V(rke2) regenerate C(config.toml) at every start, so the module edits C(config.toml.tmpl)
+        (C(/var/lib/rancher/k3s/agent/etc/containerd/) or C(/var/lib/rancher/rke2/agent/etc/containerd/)) and,
+        when the template does not exist yet, creates it from the generated C(config.toml).
+        Whole-line Go template directives in a template (for example C({{ template "base" . }})) are kept.
+      - V(auto) picks V(k3s) or V(rke2) when O(path) lies in their directory or, without O(path), when that
+        directory exists on the node; otherwise V(containerd).
+    type: str
+    choices: [auto, containerd, k3s, rke2]
+    default: auto
+  runtime_name:
+    description: Name of the runtime (the RuntimeClass handler).
+    type: str
+    default: nvidia
+  runtime_path:
+    description: Path of the NVIDIA container runtime binary (containerd C(BinaryName), Docker C(path), CRI-O C(runtime_path)).
+    type: path
+    default: /usr/bin/nvidia-container-runtime
+  set_as_default:
+    description:
+      - Make the runtime the default runtime.
+      - "When V(false) and the default runtime is O(runtime_name), the default is handed back
+        (containerd: C(runc) when that runtime exists, else the key is removed; Docker and CRI-O: the key is removed).
+        A default runtime naming another runtime is never touched."
+    type: bool
+    default: false
+  cdi:
+    description:
+      - Enable (V(true)) or disable (V(false)) the Container Device Interface (containerd C(enable_cdi) in the CRI
+        table, Docker C(features.cdi)). Not set leaves the setting as it is. CRI-O always has CDI on; ignored there.
+      - O(state=absent) never changes it.
+    type: bool
+  state:
+    description:
+      - V(present) adds or refreshes the runtime.
+      - V(absent) removes the runtime and a default that names it; everything else stays (a CRI-O drop-in or
+        containerd drop-in of this module is deleted).
+    type: str
+    choices: [present, absent]
+    default: present
+  backup:
+    description: Keep a timestamped copy of every file before it is changed (as RV(backup_file)).
+    type: bool
+    default: false
+  validate:
+    description:
+      - A command run on the new file before it replaces the old one; V(%s) stands for the new file (as in
+        M(ansible.builtin.lineinfile)). When it fails the old file stays and the module fails with its output.
+      - "For containerd: V(containerd --config %s config dump)."
+    type: str
+seealso:
+  - name: NVIDIA Container Toolkit, configuring runtimes
+    description: What C(nvidia-ctk runtime configure) writes.
+    link: https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
+notes:
+  - Files are replaced atomically (temp file in the same directory, then a rename) and keep their owner and mode;
+    new files get mode C(0644).
+"""
+
+EXAMPLES = r"""
+- name: Add the nvidia runtime to containerd, keeping the default runtime
+  kubegpu.nvidia.container_runtime_nvidia:
+    runtime: containerd
+    backup: true
+    validate: containerd --config %s config dump
+  register: nvidia_runtime
+
+- name: Restart containerd when the configuration changed
+  ansible.builtin.systemd_service:
+    name: containerd
+    state: restarted
+  when: nvidia_runtime.restart_required
+
+- name: Make nvidia the default runtime of containerd 2.x with CDI, through a drop-in file
+  kubegpu.nvidia.container_runtime_nvidia:
+    runtime: containerd
+    mode: drop_in
+    set_as_default: true
+    cdi: true
+
+- name: Configure the containerd of k3s (edits config.toml.tmpl)
+  kubegpu.nvidia.container_runtime_nvidia:
+    runtime: containerd
+    flavor: k3s
+
+- name: Add the nvidia runtime to Docker
+  kubegpu.nvidia.container_runtime_nvidia:
+    runtime: docker
+    runtime_path: /usr/bin/nvidia-container-runtime
+
+- name: Remove the nvidia runtime from Docker again
+  kubegpu.nvidia.container_runtime_nvidia:
+    runtime: docker
+    state: absent
+"""
+
+RETURN = r"""
+changed:
+  description: Whether a file was (or, in check mode, would be) changed.
+  returned: always
+  type: bool
+  sample: true
+diff:
+  description: Before and after text of each changed file (one dict, or a list of two in drop-in mode).
+  returned: when diff mode is on and something changed
+  type: raw
+  sample: {"before": "version = 2\n", "after": "version = 2\n...", "before_header": "/etc/containerd/config.toml",
+           "after_header": "/etc/containerd/config.toml"}
+config_version:
+  description: The containerd configuration version (1, 2 or 3) of O(path); null for Docker and CRI-O.
+  returned: always
+  type: int
+  sample: 2
+backup_file:
+  description: The backup of O(path) made before changing it (or of the drop-in when only that changed).
+  returned: when O(backup=true) and an existing file changed
+  type: str
+  sample: /etc/containerd/config.toml.12345.2026-01-01@10:00:00~
+backup_files:
+  description: Every backup made (main file and drop-in).
+  returned: when O(backup=true) and an existing file changed
+  type: list
+  elements: str
+restart_required:
+  description: True when the runtime must be restarted to load the change (that is, when something changed).
+  returned: always
+  type: bool
+  sample: true
+path:
+  description: The file edited (for k3s and RKE2 the template).
+  returned: always
+  type: str
+  sample: /etc/containerd/config.toml
+drop_in_path:
+  description: The drop-in file (containerd O(mode=drop_in)).
+  returned: when O(mode=drop_in)
+  type: str
+  sample: /etc/containerd/conf.d/99-nvidia.toml
+flavor:
+  description: The containerd distribution that was configured (V(containerd), V(k3s), V(rke2)); null for Docker and CRI-O.
+  returned: always
+  type: str
+  sample: containerd
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+import os
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import (
+    containerd_config,
+    crio_config,
+    docker_config,
+)
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.config_file import (
+    ConfigFileError,
+    make_diff,
+    read_text,
+    remove_file,
+    write_file,
+)
+
+DEFAULT_PATHS = {
+    "containerd": containerd_config.DEFAULT_PATH,
+    "docker": docker_config.DEFAULT_PATH,
+    "crio": crio_config.DEFAULT_PATH,
+}
+
+NEW_FILE_MODE = 0o644
+
+
+class Change:
+    """One file's planned change: path, old text (None: absent), new text (None: remove)."""
+
+    def __init__(self, path, before, after, mode=NEW_FILE_MODE):
+        self.path = path
+        self.before = before
+        self.after = after
+        self.mode = mode
+
+    @property
+    def changed(self):
+        return self.before != self.after
+
+
+def plan_containerd(params, path):
+    """Work out the changes for containerd. Returns (changes, result fields)."""
+    flavor = params["flavor"]
+    if flavor == "auto":
+        flavor = containerd_config.detect_flavor(path)
+    common = dict(runtime_name=params["runtime_name"], runtime_path=params["runtime_path"],
+                  set_as_default=params["set_as_default"], cdi=params["cdi"])
+    fields = {"flavor": flavor}
+    if flavor in ("k3s", "rke2"):
+        if params["mode"] == "drop_in":
+            raise ConfigFileError("mode=drop_in is not available for %s; it reads config.toml.tmpl only" % flavor)
+        template, generated = containerd_config.template_paths(flavor, path)
+        before = read_text(template)
+        reference = read_text(generated)
+        start = before
+        mode = NEW_FILE_MODE
+        if before is None:
+            if reference is None and params["state"] == "present":
+                raise ConfigFileError(
+                    "%s has not generated %s yet and %s does not exist: start %s once, then run again"
+                    % (flavor, generated, template, flavor))
+            start = reference
+            if reference is not None:
+                mode = os.stat(generated).st_mode & 0o7777
+        after, version = containerd_config.edit_text(
+            start, template, params["state"], reference_text=reference, reference_path=generated, **common)
+        if before is None and params["state"] == "absent":
+            after = None
+        fields.update(config_version=version, path=template)
+        return [Change(template, before, after, mode)], fields
+
+    main_before = read_text(path)
+    fields["path"] = path
+    if params["mode"] == "in_place":
+        after, version = containerd_config.edit_text(main_before, path, params["state"], **common)
+        fields["config_version"] = version
+        return [Change(path, main_before, after)], fields
+
+    drop_path = params["drop_in_path"]
+    drop_before = read_text(drop_path)
+    main_after, drop_after, version = containerd_config.edit_drop_in(
+        main_before, path, drop_before, drop_path, params["state"], **common)
+    fields.update(config_version=version, drop_in_path=drop_path)
+    # the drop-in goes first so that the main file never imports a missing runtime
+    return [Change(drop_path, drop_before, drop_after), Change(path, main_before, main_after)], fields
+
+
+def plan(params):
+    runtime = params["runtime"]
+    path = params["path"]
+    if runtime == "containerd":
+        return plan_containerd(params, path)
+    path = path or DEFAULT_PATHS[runtime]
+    before = read_text(path)
+    if runtime == "docker":
+        after = docker_config.edit_text(before, path, params["state"], params["runtime_name"],
+                                        params["runtime_path"], params["set_as_default"], params["cdi"])
+    else:
+        after = crio_config.edit_text(before, path, params["state"], params["runtime_name"],
+                                      params["runtime_path"], params["set_as_default"])
+    return [Change(path, before, after)], {"path": path, "flavor": None, "config_version": None}
+
+
+def apply_changes(module, changes):
+    """Write every changed file; when a later file fails, put the earlier ones back."""
+    backups = {}
+    done = []
+    params = module.params
+    try:
+        for change in changes:
+            if not change.changed:
+                continue
+            if change.after is None:
+                backup = remove_file(module, change.path, params["backup"])
+            else:
+                backup = write_file(module, change.path, change.after, validate=params["validate"],
+                                    backup=params["backup"], mode=change.mode)
+            done.append(change)
+            if backup:
+                backups[change.path] = backup
+    except ConfigFileError:
+        for change in reversed(done):
+            if change.before is None:
+                remove_file(module, change.path)
+            else:
+                write_file(module, change.path, change.before)
+        raise
+    return backups
+
+
+def run(module):
+    params = module.params
+    if params["runtime"] == "containerd" and not params["path"] and params["flavor"] in ("auto", "containerd"):
+        if params["flavor"] == "auto":
+            flavor = containerd_config.detect_flavor()
+            if flavor != "containerd":
+                params["flavor"] = flavor
+        if params["flavor"] in ("auto", "containerd"):
+            params["path"] = containerd_config.DEFAULT_PATH
+    changes, fields = plan(params)
+    changed = any(c.changed for c in changes)
+    result = dict(changed=changed, restart_required=changed)
+    result.update(fields)
+    if module._diff and changed:
+        diffs = [make_diff(c.path, c.before, c.after) for c in changes if c.changed]
+        result["diff"] = diffs[0] if len(diffs) == 1 else diffs
+    if changed and not module.check_mode:
+        backups = apply_changes(module, changes)
+        if backups:
+            result["backup_file"] = backups.get(result["path"]) or list(backups.values())[0]
+            result["backup_files"] = list(backups.values())
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            runtime=dict(type="str", required=True, choices=["containerd", "docker", "crio"]),
+            path=dict(type="path"),
+            mode=dict(type="str", default="in_place", choices=["in_place", "drop_in"]),
+            drop_in_path=dict(type="path", default=containerd_config.DEFAULT_DROP_IN),
+            flavor=dict(type="str", default="auto", choices=["auto", "containerd", "k3s", "rke2"]),
+            runtime_name=dict(type="str", default="nvidia"),
+            runtime_path=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
+            set_as_default=dict(type="bool", default=False),
+            cdi=dict(type="bool"),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            backup=dict(type="bool", default=False),
+            validate=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    if module.params["runtime"] in ("containerd", "crio") and not containerd_config.HAS_TOMLKIT:
+        module.fail_json(msg=missing_required_lib("tomlkit (python3-tomlkit)"),
+                         exception=containerd_config.TOMLKIT_IMPORT_ERROR)
+    if not module.params["runtime_name"] or not module.params["runtime_name"].strip():
+        module.fail_json(msg="runtime_name must not be empty")
+    try:
+        result = run(module)
+    except ConfigFileError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
