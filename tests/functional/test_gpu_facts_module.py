@@ -1,0 +1,318 @@
+"""kubegpu.nvidia.nvidia_gpu_facts run by ansible-playbook over the real pynvml and the fake libnvidia-ml.so.1.
+
+One playbook run covers every case: each task points LD_LIBRARY_PATH at a fake library build
+and FAKENVML_CONFIG at a profile through its `environment:` (the module process loads the library).
+The facts are checked against the profiles themselves (tests/support/fakenvml/profile.py).
+The same discovery also runs under Debian's python3-pynvml 11.525 in the lab node image.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from fakenvml.profile import PROFILES, load_profile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NODE_IMAGE = "kubegpu-lab-node:latest"
+GPU_PROFILES = ("h100x8", "a100x4-mig", "t4x1")
+
+# name -> (library build, profile or None for "no config file", module arguments, extra task keys)
+CASES = {
+    "h100x8": ("full", "h100x8", {}, {}),
+    "a100x4-mig": ("full", "a100x4-mig", {}, {}),
+    "t4x1": ("full", "t4x1", {}, {}),
+    "a100x4-mig-legacy": ("legacy", "a100x4-mig", {}, {}),
+    "not-supported": ("full", "not-supported", {}, {}),
+    "driver-not-loaded": ("full", "driver-not-loaded", {}, {}),
+    "corrupt": ("full", "corrupt", {}, {}),
+    "no-config": ("full", None, {}, {}),
+    "require-no-driver": ("full", "driver-not-loaded", {"require": True}, {}),
+    "require-gpu": ("full", "t4x1", {"require": True}, {}),
+    "check-mode": ("full", "h100x8", {}, {"check_mode": True}),
+    "time-slicing": ("full", "h100x8", {"sharing_strategy": "time-slicing", "replicas": 4}, {}),
+    "mig-single": ("full", "a100x4-mig", {"mig_strategy": "single"}, {}),
+    "bad-option": ("full", "h100x8", {"colour": "red"}, {}),
+    "bad-type": ("full", "h100x8", {"replicas": "many"}, {}),
+    "bad-replicas": ("full", "h100x8", {"replicas": 2}, {}),
+    "smi-fallback": ("full", "driver-not-loaded", {}, {"smi": True}),
+    "smi-unused": ("full", "h100x8", {}, {"smi": True}),
+}
+
+SMI_OUTPUT = ("0, NVIDIA A100-SXM4-40GB, GPU-5d1c3b6e-7a9f-4e21-9c3d-000000000000, 40960, 00000000:07:00.0, "
+              "0x20B010DE, 535.183.01, 8.0, Enabled, Enabled\n")
+
+
+@pytest.fixture(scope="session")
+def libdir():
+    out = subprocess.run([str(ROOT / "scripts" / "build-fakenvml.sh")], check=True, capture_output=True, text=True)
+    return pathlib.Path(out.stdout.strip().splitlines()[-1])
+
+
+def fake_nvidia_smi(folder):
+    """An nvidia-smi that records each call in a marker file and prints one A100."""
+    folder.mkdir()
+    marker = folder / "called"
+    script = folder / "nvidia-smi"
+    script.write_text("#!/bin/sh\necho \"$@\" >> %s\ncat <<'EOF'\n%sEOF\n" % (marker, SMI_OUTPUT))
+    script.chmod(0o755)
+    return folder, marker
+
+
+@pytest.fixture(scope="session")
+def results(libdir, tmp_path_factory):
+    """Run the playbook once; return {case: (task result, profile path)} and the run's output."""
+    tmp = tmp_path_factory.mktemp("gpu_facts")
+    smi_dir, marker = fake_nvidia_smi(tmp / "smi")
+    tasks = []
+    for name, (flavour, profile, args, extra) in CASES.items():
+        config = str(PROFILES / ("%s.conf" % profile)) if profile else str(tmp / "absent.conf")
+        env = {"LD_LIBRARY_PATH": str(libdir / flavour), "FAKENVML_CONFIG": config}
+        path = os.environ["PATH"]
+        if extra.get("smi"):
+            env["PATH"] = "%s:%s" % (smi_dir, path)
+        else:
+            env["PATH"] = ":".join(p for p in path.split(":") if not (pathlib.Path(p) / "nvidia-smi").exists())
+        task = {"name": name, "kubegpu.nvidia.nvidia_gpu_facts": args, "environment": env, "ignore_errors": True}
+        if extra.get("check_mode"):
+            task["check_mode"] = True
+        tasks.append(task)
+    playbook = tmp / "facts.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(
+        [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp))
+    report = json.loads(proc.stdout)
+    tasks = report["plays"][0]["tasks"]
+    found = dict((task["task"]["name"], task["hosts"]["localhost"]) for task in tasks)
+    assert set(found) == set(CASES)
+    return {"tasks": found, "stdout": proc.stdout, "stderr": proc.stderr, "marker": marker}
+
+
+def facts_of(result):
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] is False
+    return result["ansible_facts"]["nvidia_gpu"]
+
+
+def warnings_of(result):
+    return [w["event"]["msg"] if isinstance(w, dict) else w for w in result.get("warnings", [])]
+
+
+def expected_devices(profile, with_optional=True):
+    devices = []
+    for index, gpu in enumerate(profile["gpus"]):
+        has_mig = with_optional and "mig_mode" in gpu
+        cc = "%d.%d" % tuple(gpu["compute_capability"]) if with_optional and "compute_capability" in gpu else None
+        devices.append({
+            "index": index,
+            "name": gpu["name"],
+            "uuid": gpu["uuid"],
+            "memory_mib": gpu["memory_total_mib"],
+            "pci_bus_id": gpu["pci_bus_id"],
+            "pci_device_id": "0x%08X" % gpu["pci_device_id"],
+            "compute_capability": cc,
+            "mig": {"current": gpu["mig_mode"] if has_mig else None, "pending": gpu["mig_pending"] if has_mig else None},
+        })
+    return devices
+
+
+def strip_derived(devices):
+    return [dict((k, v) for k, v in device.items() if k not in ("product", "family")) for device in devices]
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_facts_match_the_profile(results, name):
+    profile = load_profile(PROFILES / ("%s.conf" % name))
+    result = results["tasks"][name]
+    facts = facts_of(result)
+    assert warnings_of(result) == []
+    assert facts["present"] is True
+    assert facts["source"] == "nvml"
+    assert facts["count"] == len(profile["gpus"])
+    assert facts["driver_version"] == profile["driver_version"]
+    cuda = profile["cuda_driver_version"]
+    assert facts["cuda_driver_version"] == "%d.%d" % (cuda // 1000, (cuda % 1000) // 10)
+    assert strip_derived(facts["devices"]) == expected_devices(profile)
+
+
+@pytest.mark.parametrize("name, product, family, memory, mig_capable", [
+    ("h100x8", "NVIDIA-H100-80GB-HBM3", "hopper", "81559", "true"),
+    ("a100x4-mig", "NVIDIA-A100-SXM4-40GB", "ampere", "40960", "true"),
+    ("t4x1", "Tesla-T4", "turing", "15360", "false"),
+])
+def test_labels_match_the_profile(results, name, product, family, memory, mig_capable):
+    profile = load_profile(PROFILES / ("%s.conf" % name))
+    facts = facts_of(results["tasks"][name])
+    labels = facts["labels"]
+    assert [d["product"] for d in facts["devices"]] == [product] * len(profile["gpus"])
+    assert [d["family"] for d in facts["devices"]] == [family] * len(profile["gpus"])
+    assert labels["nvidia.com/gpu.present"] == "true"
+    assert labels["nvidia.com/gpu.product"] == product
+    assert labels["nvidia.com/gpu.count"] == str(len(profile["gpus"]))
+    assert labels["nvidia.com/gpu.memory"] == memory
+    assert labels["nvidia.com/gpu.family"] == family
+    assert labels["nvidia.com/mig.capable"] == mig_capable
+    assert labels["nvidia.com/cuda.driver-version.full"] == profile["driver_version"]
+    assert labels["nvidia.com/cuda.driver.major"] == profile["driver_version"].split(".")[0]
+    assert labels["nvidia.com/cuda.runtime-version.full"] == "12.2"
+    # MIG-enabled GPUs carry no sharing information (replicas 0), as GPU Feature Discovery labels them
+    assert labels["nvidia.com/gpu.replicas"] == ("0" if name == "a100x4-mig" else "1")
+
+
+def test_legacy_library_leaves_missing_functions_null(results):
+    result = results["tasks"]["a100x4-mig-legacy"]
+    facts = facts_of(result)
+    profile = load_profile(PROFILES / "a100x4-mig.conf")
+    assert strip_derived(facts["devices"]) == expected_devices(profile, with_optional=False)
+    assert all(d["family"] is None for d in facts["devices"])
+    assert warnings_of(result) == []
+    assert facts["labels"]["nvidia.com/mig.capable"] == "false"
+    assert "nvidia.com/gpu.family" not in facts["labels"]
+
+
+def test_not_supported_optional_calls_leave_fields_null(results):
+    result = results["tasks"]["not-supported"]
+    facts = facts_of(result)
+    assert warnings_of(result) == []
+    assert facts["cuda_driver_version"] is None
+    device = facts["devices"][0]
+    assert (device["compute_capability"], device["family"], device["mig"]) == (None, None, {"current": None, "pending": None})
+    assert device["memory_mib"] == 81559 and device["name"] == "NVIDIA H100 80GB HBM3"
+    assert "nvidia.com/cuda.runtime-version.full" not in facts["labels"]
+
+
+@pytest.mark.parametrize("name, cause", [
+    ("driver-not-loaded", "NVML could not be initialised: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)"),
+    ("no-config", "NVML could not be initialised: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)"),
+    ("corrupt", "NVML could not be initialised: Unknown Error (NVML_ERROR_UNKNOWN): fakenvml: %s:7: "
+                % (PROFILES / "corrupt.conf")),
+])
+def test_faults_fall_back_with_a_warning_naming_the_cause(results, name, cause):
+    result = results["tasks"][name]
+    facts = facts_of(result)
+    assert (facts["present"], facts["count"], facts["source"]) == (False, 0, "none")
+    assert facts["labels"] == {}
+    warnings = warnings_of(result)
+    assert len(warnings) == 1
+    assert warnings[0].startswith("No NVIDIA GPU found: " + cause)
+    assert warnings[0].endswith("; nvidia-smi was not found")
+
+
+def test_require_fails_with_one_line(results):
+    result = results["tasks"]["require-no-driver"]
+    assert result["failed"] is True
+    assert result["msg"].startswith("No NVIDIA GPU found on this machine: No NVIDIA GPU found: NVML could not be "
+                                    "initialised: Driver Not Loaded")
+    assert "\n" not in result["msg"]
+    assert no_traceback(result)
+
+
+def test_require_passes_on_a_gpu_node(results):
+    assert facts_of(results["tasks"]["require-gpu"])["count"] == 1
+
+
+def test_check_mode_reports_the_same_facts(results):
+    assert facts_of(results["tasks"]["check-mode"]) == facts_of(results["tasks"]["h100x8"])
+
+
+def test_label_options(results):
+    labels = facts_of(results["tasks"]["time-slicing"])["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
+    assert labels["nvidia.com/gpu.replicas"] == "4"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    labels = facts_of(results["tasks"]["mig-single"])["labels"]
+    assert labels["nvidia.com/mig.strategy"] == "single"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("bad-option", "Unsupported parameters for (kubegpu.nvidia.nvidia_gpu_facts) module: colour"),
+    ("bad-type", "replicas"),
+    ("bad-replicas", "replicas=2 needs sharing_strategy time-slicing or mps"),
+])
+def test_bad_input_is_a_clear_failure(results, name, message):
+    result = results["tasks"][name]
+    assert result["failed"] is True and result["changed"] is False
+    assert message in result["msg"]
+    assert no_traceback(result)
+
+
+def test_nvidia_smi_only_when_nvml_fails(results):
+    unused = facts_of(results["tasks"]["smi-unused"])
+    assert unused["source"] == "nvml"
+    fallback = results["tasks"]["smi-fallback"]
+    facts = facts_of(fallback)
+    assert facts["source"] == "nvidia-smi"
+    assert facts["devices"][0]["name"] == "NVIDIA A100-SXM4-40GB"
+    assert facts["devices"][0]["mig"] == {"current": 1, "pending": 1}
+    assert warnings_of(fallback) == ["GPU facts come from nvidia-smi: NVML could not be initialised: "
+                                     "Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)"]
+    # one call in the whole run: the fallback task; the NVML task ran no subprocess
+    calls = results["marker"].read_text().splitlines()
+    assert len(calls) == 1 and calls[0].startswith("--query-gpu=index,name,uuid")
+
+
+def no_traceback(result):
+    """ansible-core 2.19 marks failures with exception '(traceback unavailable)' when none was raised."""
+    return "Traceback" not in str(result.get("exception", "")) and "module_stderr" not in result
+
+
+def test_no_traceback_reaches_the_user(results):
+    assert "Traceback" not in results["stdout"] and "Traceback" not in results["stderr"]
+    for result in results["tasks"].values():
+        assert no_traceback(result)
+
+
+DEBIAN_SCRIPT = r"""
+import json, sys
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery import discover_gpus
+facts, warnings = discover_gpus()
+import pynvml
+print(json.dumps({"facts": facts, "warnings": warnings, "pynvml": pynvml.__file__}))
+"""
+
+
+@pytest.fixture(scope="session")
+def debian_results(libdir):
+    """Discovery under the node image's python3 and Debian's python3-pynvml 11.525, every profile in one container."""
+    if not shutil.which("docker"):
+        pytest.skip("docker is not available")
+    if subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True).returncode != 0:
+        pytest.skip("%s is not built (lab/image/build.sh)" % NODE_IMAGE)
+    names = GPU_PROFILES + ("not-supported", "driver-not-loaded", "corrupt")
+    loop = " ; ".join(
+        "echo '== %s' ; LD_LIBRARY_PATH=/fake/%s FAKENVML_CONFIG=%s/%s.conf python3 -c \"$SCRIPT\""
+        % (name, "full", PROFILES, name) for name in names)
+    loop += " ; echo '== a100x4-mig-legacy' ; LD_LIBRARY_PATH=/fake/legacy FAKENVML_CONFIG=%s/a100x4-mig.conf " \
+            "python3 -c \"$SCRIPT\"" % PROFILES
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--name", "gpu-facts-debian-pynvml-%d" % os.getpid(),
+         "-v", "%s:/coll:ro" % (ROOT / ".cache" / "collections"), "-v", "%s:%s:ro" % (ROOT, ROOT),
+         "-v", "%s:/fake:ro" % libdir, "-e", "PYTHONPATH=/coll", "-e", "SCRIPT=" + DEBIAN_SCRIPT,
+         NODE_IMAGE, "sh", "-c", loop],
+        capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    found = {}
+    for chunk in proc.stdout.split("== ")[1:]:
+        name, output = chunk.split("\n", 1)
+        found[name.strip()] = json.loads(output)
+    return found
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES + ("not-supported", "driver-not-loaded", "corrupt", "a100x4-mig-legacy"))
+def test_debian_pynvml_gives_the_same_facts(results, debian_results, name):
+    got = debian_results[name]
+    assert got["pynvml"] == "/usr/lib/python3/dist-packages/pynvml.py"
+    venv = results["tasks"][name]
+    venv_facts = facts_of(venv)
+    assert got["facts"]["machine"] == venv_facts["machine"] or got["facts"]["machine"] is None
+    for key in ("present", "count", "source", "driver_version", "cuda_driver_version", "devices"):
+        assert got["facts"][key] == venv_facts[key], key
+    assert [w.split(": fakenvml:")[0] for w in got["warnings"]] == [w.split(": fakenvml:")[0] for w in warnings_of(venv)]
