@@ -17,10 +17,7 @@ __metaclass__ = type
 import os
 import re
 
-try:
-    from collections.abc import Mapping, MutableMapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 try:
     import tomlkit
@@ -30,6 +27,11 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised on nodes without python3-tomlkit
     HAS_TOMLKIT = False
     TOMLKIT_IMPORT_ERROR = exc
+
+try:
+    import tomllib  # Python >= 3.11: a fast parser for the no-change check
+except ImportError:  # pragma: no cover - older Pythons always take the tomlkit path
+    tomllib = None
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.config_file import ConfigFileError
 
@@ -129,12 +131,18 @@ def render_value(value, literal=False):
     return line.split("=", 1)[1].strip()
 
 
+def _string_kind(value):
+    """'SLL' for a 'literal' string, 'SLB' for a "basic" one (tomlkit 0.11 keeps it in ``_t``)."""
+    kind = getattr(value, "type", None) or getattr(value, "_t", None)
+    return getattr(kind, "name", None)
+
+
 def _uses_literal(table):
     """True when the strings of ``table`` are written 'literal' (containerd 2.x style)."""
     if not isinstance(table, Mapping):
         return False
     for value in table.values():
-        kind = getattr(getattr(value, "type", None), "name", None)
+        kind = _string_kind(value)
         if kind is not None and isinstance(value, str):
             return kind == "SLL"
         if isinstance(value, Mapping) and _uses_literal(value):
@@ -183,8 +191,7 @@ def _set(table, key, value):
     if key in table and plain(table[key]) == value:
         return False
     if isinstance(value, str) and key in table:
-        old = table[key]
-        literal = getattr(getattr(old, "type", None), "name", "") == "SLL"
+        literal = _string_kind(table[key]) == "SLL"
         if literal and "'" not in value and "\n" not in value:
             table[key] = tomlkit.string(value, literal=True)
             return True
@@ -204,13 +211,16 @@ def _match_key_indent(table, key):
     if not body:
         return
     indent = None
+    target = None
     for item_key, item in body:
-        if item_key is None or item_key == key or isinstance(item, MutableMapping):
+        if item_key is None or isinstance(item, MutableMapping) or not hasattr(item, "trivia"):
             continue
-        indent = getattr(getattr(item, "trivia", None), "indent", None)
-    item = table[key]
-    if indent is not None and hasattr(item, "trivia"):
-        item.trivia.indent = indent
+        if getattr(item_key, "key", item_key) == key:
+            target = item
+        else:
+            indent = item.trivia.indent
+    if indent is not None and target is not None:
+        target.trivia.indent = indent
 
 
 def _is_super(table):
@@ -359,11 +369,21 @@ def edit_text(text, path, state, runtime_name, runtime_path, set_as_default=Fals
     templates) are kept as they are.
     """
     masked, saved = mask_template(text or "")
+    if text and not saved and reference_text is None:
+        fast = is_configured(masked, state, runtime_name, runtime_path, set_as_default, cdi)
+        if fast is not None and fast[0]:
+            return text, fast[1]
     doc = parse(masked, path)
     reference = None
     if reference_text is not None:
         ref_masked, _unused = mask_template(reference_text)
         reference = parse(ref_masked, reference_path or "reference config")
+    base_template = any("template" in line and "base" in line for line in saved)
+    if base_template and state == "present" and (set_as_default or cdi is not None):
+        raise ConfigFileError(
+            '%s starts with {{ template "base" . }}, which already holds the CRI and containerd tables: '
+            "set_as_default and cdi cannot be added there (use the --default-runtime flag of k3s/RKE2, "
+            "or a template without the base directive)" % path)
     if saved and "version" not in doc and reference is not None:
         version = config_version(reference, reference_path)
     elif saved and "version" not in doc:
@@ -382,6 +402,53 @@ def edit_text(text, path, state, runtime_name, runtime_path, set_as_default=Fals
 
 def _tidy_end(text):
     return text.rstrip("\n") + "\n" if text.strip() else ""
+
+
+def is_configured(text, state, runtime_name, runtime_path, set_as_default=False, cdi=None):
+    """Cheap check with the standard library's parser: (True, version) when editing would
+    change nothing, (False, version) when it would, None when it cannot tell."""
+    if tomllib is None:
+        return None
+    try:
+        data = tomllib.loads(text)
+    except Exception:  # pylint: disable=broad-except  # the tomlkit path reports the error
+        return None
+    try:
+        return _is_configured(data, state, runtime_name, runtime_path, set_as_default, cdi)
+    except (AttributeError, TypeError, KeyError):
+        return None  # an odd shape: the tomlkit path explains it
+
+
+def _is_configured(data, state, runtime_name, runtime_path, set_as_default, cdi):
+    if not data:
+        return None
+    version = data.get("version", 1)
+    if version not in CRI_PLUGIN or isinstance(version, bool):
+        return None
+    containerd = ((data.get("plugins") or {}).get(CRI_PLUGIN[version]) or {}).get("containerd") or {}
+    cri = (data.get("plugins") or {}).get(CRI_PLUGIN[version]) or {}
+    if not isinstance(containerd, dict) or not isinstance(cri, dict):
+        return None
+    runtimes = containerd.get("runtimes") or {}
+    default = containerd.get("default_runtime_name")
+    if state == "absent":
+        return runtime_name not in runtimes and default != runtime_name, version
+    ours = runtimes.get(runtime_name)
+    if not isinstance(ours, dict) or ours.get("runtime_type") != RUNC_V2:
+        return False, version
+    options = ours.get("options") or {}
+    if options.get("BinaryName") != runtime_path:
+        return False, version
+    src_name, src = source_runtime(containerd, runtime_name)
+    if src is not None and "SystemdCgroup" in (src.get("options") or {}) and "SystemdCgroup" not in options:
+        return False, version
+    if set_as_default and default != runtime_name:
+        return False, version
+    if not set_as_default and default == runtime_name:
+        return False, version
+    if cdi is not None and cri.get("enable_cdi") is not bool(cdi):
+        return False, version
+    return True, version
 
 
 def import_pattern(drop_in_path):
@@ -411,7 +478,7 @@ def edit_drop_in(main_text, main_path, drop_in_text, drop_in_path, state, runtim
 
     if state == "absent":
         imports = doc.get("imports")
-        keys = [k for k in doc.keys()]
+        keys = list(doc.keys())
         if imports is not None and plain(imports) == [pattern] and sorted(keys) == ["imports", "version"]:
             del doc["imports"]
             del doc["version"]
