@@ -28,7 +28,7 @@ description:
   - An optional NVML call the GPU or the library does not support (compute capability, MIG mode,
     CUDA driver version) leaves only that field V(null).
 author:
-  - kubegpu.nvidia maintainers
+  - kubegpu.nvidia maintainers (@kubegpu)
 options:
   require:
     description:
@@ -65,10 +65,13 @@ attributes:
     description: The module only reads; it runs the same way in check mode and never reports a change.
   diff_mode:
     support: none
+    description: Nothing is changed, so there is no difference to show.
   facts:
     support: full
+    description: Sets C(ansible_facts.nvidia_gpu).
   idempotent:
     support: full
+    description: Repeated runs on an unchanged machine return the same facts.
 requirements:
   - The Python library C(pynvml) (PyPI C(nvidia-ml-py), Debian C(python3-pynvml)) on the target
     for the V(nvml) source. Without it the module falls back to C(nvidia-smi) and warns.
@@ -270,7 +273,7 @@ def main():
 
     facts, warnings = discover_gpus(
         run_command=run_command,
-        which=lambda name: module.get_bin_path(name),
+        which=module.get_bin_path,
         mig_strategy=params["mig_strategy"],
         sharing_strategy=params["sharing_strategy"],
         replicas=params["replicas"],
