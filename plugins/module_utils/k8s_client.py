@@ -101,6 +101,8 @@ def get_api_client(params):
     if params.get("api_key"):
         cfg.api_key = {"authorization": "Bearer %s" % params["api_key"]}
         cfg.api_key_prefix = {}
+        # The kubeconfig loader re-reads its own credentials before each request unless this is cleared.
+        cfg.refresh_api_key_hook = None
     if params.get("validate_certs") is not None:
         cfg.verify_ssl = params["validate_certs"]
     if params.get("ca_cert"):
@@ -174,12 +176,17 @@ class NodeAPI:
             except Urllib3Error as exc:
                 raise K8sError("%s failed: cannot reach the API server at %s: %s" % (what, self.host, exc))
 
-    def list_nodes(self):
-        """Every node as API dicts, in pages of ``page_size`` (one request unless the cluster is larger)."""
+    def list_nodes(self, field_selector=None):
+        """Every node (or those ``field_selector`` selects) as API dicts, in pages of ``page_size``.
+
+        One request unless the cluster holds more than ``page_size`` nodes.
+        """
         items = []
         token = None
         while True:
             kwargs = {"limit": self.page_size, "_preload_content": False}
+            if field_selector:
+                kwargs["field_selector"] = field_selector
             if token:
                 kwargs["_continue"] = token
             page = self._call("list", "listing nodes", lambda kw=kwargs: self.core.list_node(**kw))

@@ -249,6 +249,9 @@ def _public(plan, host):
 def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=False, conflict_retries=5):
     """Label and taint a batch of nodes with one LIST and at most one PATCH per node that differs.
 
+    A batch of one lists only that node (field selector on its name), then, when no node has that
+    name, every node to find it by hostname or address.
+
     ``api``: an object with ``list_nodes()``, ``get_node(name)`` and
     ``patch_node(name, body)`` (``k8s_client.NodeAPI``) that raise ``K8sError``. ``requests``: dicts with ``name``, ``aliases``,
     ``labels`` (normalised) and ``taints`` (normalised). A 409 Conflict on a
@@ -259,7 +262,13 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     diff per changed node. Raises NodeLabelError when a host matches no node
     (before anything is written), NodeLabelRunFailed when a write fails.
     """
-    nodes = api.list_nodes()
+    nodes = None
+    if len(requests) == 1:
+        # One node: list just that one (a field selector on its name) rather than the whole cluster,
+        # and the whole cluster only when it has to be found by hostname or address.
+        nodes = api.list_nodes(field_selector="metadata.name=%s" % requests[0]["name"]) or None
+    if nodes is None:
+        nodes = api.list_nodes()
     by_name = dict((n["metadata"]["name"], n) for n in nodes)
     resolved = []
     errors = []

@@ -173,8 +173,11 @@ class FakeAPI:
         self.calls = []
         self.on_get = on_get
 
-    def list_nodes(self):
-        self.calls.append(("list",))
+    def list_nodes(self, field_selector=None):
+        self.calls.append(("list", field_selector) if field_selector else ("list",))
+        if field_selector:
+            name = field_selector.split("=", 1)[1]
+            return [n for n in self.nodes.values() if n["metadata"]["name"] == name]
         return list(self.nodes.values())
 
     def get_node(self, name):
@@ -204,7 +207,7 @@ def test_apply_nodes_writes_only_nodes_that_differ():
 def test_apply_nodes_check_mode_writes_nothing():
     api = FakeAPI([node("a")])
     results, _diffs = nl.apply_nodes(api, [req("a", {"x": "1"})], check_mode=True)
-    assert api.calls == [("list",)]
+    assert api.calls == [("list", "metadata.name=a")]
     assert results[0]["changed"] is True
     assert results[0]["added"] == {"x": "1"}
 
@@ -229,6 +232,7 @@ def test_apply_nodes_conflict_rereads_and_keeps_concurrent_taint():
     results, _diffs = nl.apply_nodes(api, [req("a", taints=[GPU_TAINT])])
     patches = [c for c in api.calls if c[0] == "patch"]
     assert [c[0] for c in api.calls] == ["list", "patch", "get", "patch"]
+    assert api.calls[0] == ("list", "metadata.name=a")
     assert patches[1][2] == {"metadata": {"resourceVersion": "8"}, "spec": {"taints": [concurrent, GPU_TAINT]}}
     assert results[0]["taints"] == [concurrent, GPU_TAINT]
 
@@ -252,3 +256,10 @@ def test_apply_nodes_failure_keeps_results_so_far():
         nl.apply_nodes(api, [req("a", {"x": "1"}), req("b", {"x": "-bad"})])
     assert "rejected the labels or taints of node b" in info.value.msg
     assert [r["name"] for r in info.value.results] == ["a"]
+
+
+def test_apply_nodes_single_host_by_address_lists_all_nodes_after_selector_misses():
+    api = FakeAPI([node("n1", addresses=[{"type": "InternalIP", "address": "10.1.1.1"}])])
+    results, _diffs = nl.apply_nodes(api, [req("host1", {"x": "1"}, aliases=["10.1.1.1"])])
+    assert [c[:2] for c in api.calls] == [("list", "metadata.name=host1"), ("list",), ("patch", "n1")]
+    assert results[0]["host"] == "host1" and results[0]["name"] == "n1"

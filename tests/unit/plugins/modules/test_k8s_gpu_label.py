@@ -58,10 +58,12 @@ class FakeNodeAPI:
     def _count(self, verb):
         self.counts[verb] = self.counts.get(verb, 0) + 1
 
-    def list_nodes(self):
+    def list_nodes(self, field_selector=None):
         self._count("list")
         if "list" in self.errors:
             raise self.errors["list"]
+        if field_selector:
+            return [n for n in self.nodes if "metadata.name=" + n["metadata"]["name"] == field_selector]
         return self.nodes
 
     def get_node(self, name):

@@ -1,0 +1,308 @@
+"""k8s_gpu_label against a Kubernetes API (the test server, or a real cluster with --kubeconfig).
+
+Every run goes through `ansible localhost -m kubegpu.nvidia.k8s_gpu_label` and the real `kubernetes`
+client over HTTP. Nodes are created per test with unique names and deleted afterwards. Tests that inject
+faults or count server-side requests skip on a real cluster.
+"""
+import copy
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from ansible_collections.kubegpu.nvidia.plugins.modules.k8s_gpu_label import labels_from_facts
+
+kubernetes = pytest.importorskip("kubernetes")
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def _device(index, name, memory, cc, bus, mig=None):
+    return {"index": index, "name": name, "product": name.replace(" ", "-"), "uuid": "GPU-%08d-0000-4000-8000-000000000000" % index,
+            "memory_mib": memory, "pci_bus_id": bus, "compute_capability": cc, "family": None,
+            "mig": mig or {"current": None, "pending": None}}
+
+
+def _facts(devices):
+    return {"present": True, "count": len(devices), "source": "nvml", "driver_version": "535.183.01",
+            "cuda_driver_version": "12.2", "devices": devices, "machine": "KubeGPU Lab Node"}
+
+
+# The nvidia_gpu facts of the lab profiles (tests/support/fakenvml/profiles).
+H100X8 = _facts([_device(i, "NVIDIA H100 80GB HBM3", 81559, "9.0", "00000000:%02X:00.0" % (0x18 + i),
+                         {"current": 0, "pending": 0}) for i in range(8)])
+A100X4_MIG = _facts([_device(i, "NVIDIA A100-SXM4-40GB", 40960, "8.0", "00000000:%02X:00.0" % (0x07 + i),
+                             {"current": 1, "pending": 1}) for i in range(4)])
+T4X1 = _facts([_device(0, "Tesla T4", 15360, "7.5", "00000000:00:1E.0")])
+for _f in (H100X8, A100X4_MIG, T4X1):
+    for _d in _f["devices"]:
+        _d["family"] = {"9.0": "hopper", "8.0": "ampere", "7.5": "turing"}[_d["compute_capability"]]
+A100X4_MIG_OFF = copy.deepcopy(A100X4_MIG)
+for _d in A100X4_MIG_OFF["devices"]:
+    _d["mig"] = {"current": 0, "pending": 0}
+
+
+@pytest.fixture
+def core(kube):
+    return kubernetes.client.CoreV1Api(kube.api_client())
+
+
+@pytest.fixture
+def server(kube):
+    if not kube.is_test_server:
+        pytest.skip("needs the Kubernetes API test server (fault injection, request counts)")
+    return kube.server
+
+
+@pytest.fixture
+def make_nodes(core):
+    """Create nodes with unique names; delete them afterwards."""
+    created = []
+
+    def _make(count=1, labels=None, taints=None, addresses=None):
+        names = []
+        for _i in range(count):
+            name = "kubegpu-test-%s" % uuid.uuid4().hex[:10]
+            body = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": dict(labels or {}, **{"kubernetes.io/hostname": name})},
+                    "spec": {"taints": list(taints)} if taints else {}}
+            core.create_node(body)
+            created.append(name)
+            if addresses:
+                core.patch_node_status(name, {"status": {"addresses": addresses}},
+                                       _content_type="application/strategic-merge-patch+json")
+            names.append(name)
+        return names
+    yield _make
+    for name in created:
+        try:
+            core.delete_node(name)
+        except kubernetes.client.exceptions.ApiException:
+            pass
+
+
+def read(core, name):
+    node = core.read_node(name)
+    labels = node.metadata.labels or {}
+    taints = [{"key": t.key, "value": t.value or "", "effect": t.effect} for t in (node.spec.taints or [])]
+    return labels, taints
+
+
+def run_module(kube, args, check=False, diff=False, env=None):
+    """Run the module through `ansible` and return its result dict."""
+    cmd = ["ansible", "localhost", "-m", "kubegpu.nvidia.k8s_gpu_label", "-a", json.dumps(args)]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    run_env = dict(os.environ, K8S_AUTH_KUBECONFIG=kube.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                   ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
+                   ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    run_env.update(env or {})
+    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        out = json.loads(proc.stdout)
+        result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError("no module result\nstdout:\n%s\nstderr:\n%s" % (proc.stdout, proc.stderr))
+    assert "Traceback" not in result.get("msg", ""), json.dumps(result, indent=1)
+    return result
+
+
+def server_counts(server):
+    return dict((verb.lower(), n) for verb, n in server.request_counts().items() if n)
+
+
+# --- labels from facts ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("facts, product, accelerator", [
+    (H100X8, "NVIDIA-H100-80GB-HBM3", "nvidia-h100-80gb-hbm3"),
+    (A100X4_MIG, None, "nvidia-a100-sxm4-40gb"),
+    (T4X1, "Tesla-T4", "nvidia-tesla-t4"),
+], ids=["h100x8", "a100x4-mig", "t4x1"])
+def test_labels_and_taint_from_lab_profile_facts(kube, core, make_nodes, facts, product, accelerator):
+    (name,) = make_nodes(labels={"team": "ml"})
+    result = run_module(kube, {"node": name, "facts": facts, "taints": [GPU_TAINT]})
+    assert result["changed"] is True
+    assert result["api_requests"] == {"list": 1, "patch": 1}
+    labels, taints = read(core, name)
+    expected = labels_from_facts(facts)
+    assert dict((k, labels.get(k)) for k in expected) == expected
+    assert labels["accelerator"] == accelerator
+    assert labels["nvidia.com/gpu.present"] == "true"
+    assert labels["nvidia.com/gpu.count"] == str(facts["count"])
+    if product:
+        assert labels["nvidia.com/gpu.product"] == product
+    assert labels["team"] == "ml"
+    assert taints == [GPU_TAINT]
+    assert result["nodes"][0]["added"] == expected
+    assert result["nodes"][0]["taints_added"] == [GPU_TAINT]
+
+
+def test_batch_then_rerun_makes_one_list_and_no_writes(kube, core, server, make_nodes):
+    names = make_nodes(3)
+    nodes = [{"name": n, "facts": f} for n, f in zip(names, (H100X8, A100X4_MIG, T4X1))]
+    server.reset_counts()
+    first = run_module(kube, {"nodes": nodes, "taints": [GPU_TAINT], "remove_stale": True})
+    assert first["changed"] is True
+    assert first["api_requests"] == {"list": 1, "patch": 3}
+    assert server_counts(server) == {"list": 1, "patch": 3}
+
+    server.reset_counts()
+    second = run_module(kube, {"nodes": nodes, "taints": [GPU_TAINT], "remove_stale": True})
+    assert second["changed"] is False
+    assert [n["changed"] for n in second["nodes"]] == [False, False, False]
+    assert second["api_requests"] == {"list": 1}
+    assert server_counts(server) == {"list": 1}
+
+
+def test_remove_stale_after_mig_is_turned_off(kube, core, make_nodes):
+    (name,) = make_nodes(labels={"team": "ml", "feature.node.kubernetes.io/pci-10de.present": "true"})
+    run_module(kube, {"node": name, "facts": A100X4_MIG, "mig_strategy": "single"})
+    with_mig = labels_from_facts(A100X4_MIG, mig_strategy="single")
+    without_mig = labels_from_facts(A100X4_MIG_OFF)
+    stale = sorted(k for k in with_mig if k not in without_mig)
+    assert "nvidia.com/mig.strategy" in stale
+
+    kept = run_module(kube, {"node": name, "facts": A100X4_MIG_OFF})
+    assert kept["nodes"][0]["removed"] == []
+    labels, _taints = read(core, name)
+    assert all(k in labels for k in stale)
+
+    result = run_module(kube, {"node": name, "facts": A100X4_MIG_OFF, "remove_stale": True})
+    assert result["changed"] is True
+    assert result["nodes"][0]["removed"] == stale
+    labels, _taints = read(core, name)
+    assert not any(k in labels for k in stale)
+    assert dict((k, labels.get(k)) for k in without_mig) == without_mig
+    assert labels["team"] == "ml"
+    assert labels["feature.node.kubernetes.io/pci-10de.present"] == "true"
+
+
+def test_taints_merged_and_foreign_taint_kept(kube, core, make_nodes):
+    foreign = {"key": "dedicated", "value": "ml", "effect": "NoExecute"}
+    (name,) = make_nodes(taints=[foreign])
+    result = run_module(kube, {"node": name, "taints": [GPU_TAINT, "example.com/maintenance:PreferNoSchedule"]})
+    maintenance = {"key": "example.com/maintenance", "value": "", "effect": "PreferNoSchedule"}
+    _labels, taints = read(core, name)
+    assert taints == [foreign, GPU_TAINT, maintenance]
+    assert result["nodes"][0]["taints"] == [foreign, GPU_TAINT, maintenance]
+
+    result = run_module(kube, {"node": name, "taints": ["example.com/maintenance:PreferNoSchedule"], "state": "absent"})
+    assert result["nodes"][0]["taints_removed"] == [maintenance]
+    _labels, taints = read(core, name)
+    assert taints == [foreign, GPU_TAINT]
+
+
+def test_concurrent_taint_change_gets_409_and_is_retried(kube, core, server, make_nodes):
+    (name,) = make_nodes()
+    concurrent = {"key": "example.com/drain", "value": "", "effect": "NoSchedule"}
+    # The module's PATCH is held back by the server; meanwhile another client adds a taint, so the
+    # module's resourceVersion is stale: 409, re-read, retry with both taints.
+    fault = server.inject(method="PATCH", path_regex="/api/v1/nodes/%s$" % name, delay=2.0, times=1)
+
+    def other_client():
+        deadline = time.monotonic() + 120
+        while not fault.fired and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fresh = core.read_node(name)
+        body = {"metadata": {"resourceVersion": fresh.metadata.resource_version},
+                "spec": {"taints": [concurrent]}}
+        kubernetes.client.CoreV1Api(kube.api_client()).patch_node(
+            name, body, _content_type="application/strategic-merge-patch+json")
+    thread = threading.Thread(target=other_client)
+    server.reset_counts()
+    thread.start()
+    result = run_module(kube, {"node": name, "taints": [GPU_TAINT]})
+    thread.join()
+    assert result["changed"] is True
+    assert result["api_requests"] == {"list": 1, "patch": 2, "get": 1}
+    _labels, taints = read(core, name)
+    assert taints == [concurrent, GPU_TAINT]
+
+
+def test_429_with_retry_after_is_retried(kube, core, server, make_nodes):
+    (name,) = make_nodes()
+    server.inject(method="PATCH", path_regex="/api/v1/nodes/%s$" % name, status=429, retry_after=1, times=2)
+    result = run_module(kube, {"node": name, "labels": {"nvidia.com/gpu.present": "true"}})
+    assert result["changed"] is True
+    assert result["api_requests"] == {"list": 1, "patch": 3}
+    labels, _taints = read(core, name)
+    assert labels["nvidia.com/gpu.present"] == "true"
+
+
+def test_500_until_the_bound_fails_naming_the_node(kube, core, server, make_nodes):
+    (name,) = make_nodes()
+    server.inject(method="PATCH", path_regex="/api/v1/nodes/%s$" % name, status=500, times=10)
+    result = run_module(kube, {"node": name, "labels": {"nvidia.com/gpu.present": "true"}, "retries": 2})
+    assert result.get("failed") is True
+    assert name in result["msg"]
+    assert "500" in result["msg"] and "after 3 attempts" in result["msg"]
+    assert result["api_requests"] == {"list": 1, "patch": 3}
+    labels, _taints = read(core, name)
+    assert "nvidia.com/gpu.present" not in labels
+
+
+def test_read_only_token_gets_403(kube, core, server, make_nodes):
+    token = getattr(server, "readonly_token", None)
+    if not token:
+        pytest.skip("the test server has no read-only token")
+    (name,) = make_nodes()
+    result = run_module(kube, {"node": name, "labels": {"nvidia.com/gpu.present": "true"}, "api_key": token})
+    assert result.get("failed") is True
+    assert "403" in result["msg"] and name in result["msg"]
+
+
+def test_unknown_node_fails_naming_it_and_writes_nothing(kube, server, make_nodes):
+    (name,) = make_nodes()
+    server.reset_counts()
+    result = run_module(kube, {"nodes": [{"name": name}, {"name": "no-such-gpu-host", "aliases": ["10.99.99.99"]}],
+                               "labels": {"nvidia.com/gpu.present": "true"}})
+    assert result.get("failed") is True
+    assert "no-such-gpu-host" in result["msg"] and "no Kubernetes node" in result["msg"]
+    assert server_counts(server) == {"list": 1}
+
+
+def test_node_found_by_internal_ip(kube, core, make_nodes):
+    (name,) = make_nodes(addresses=[{"type": "InternalIP", "address": "10.77.0.5"},
+                                    {"type": "Hostname", "address": "gpu-box-5"}])
+    result = run_module(kube, {"nodes": [{"name": "inventory-gpu-5", "aliases": ["10.77.0.5"], "facts": T4X1}]})
+    assert result["nodes"][0]["name"] == name
+    assert result["nodes"][0]["host"] == "inventory-gpu-5"
+    labels, _taints = read(core, name)
+    assert labels["accelerator"] == "nvidia-tesla-t4"
+
+
+def test_invalid_label_value_is_rejected_by_the_server(kube, core, make_nodes):
+    (name,) = make_nodes()
+    result = run_module(kube, {"node": name, "labels": {"example.com/zone": "-not valid-"}})
+    assert result.get("failed") is True
+    assert "rejected" in result["msg"] and name in result["msg"] and "422" in result["msg"]
+    labels, _taints = read(core, name)
+    assert "example.com/zone" not in labels
+
+
+def test_check_mode_writes_nothing(kube, core, server, make_nodes):
+    (name,) = make_nodes()
+    server.reset_counts()
+    result = run_module(kube, {"node": name, "facts": T4X1, "taints": [GPU_TAINT]}, check=True)
+    assert result["changed"] is True
+    assert result["nodes"][0]["added"]["accelerator"] == "nvidia-tesla-t4"
+    assert server_counts(server) == {"list": 1}
+    labels, taints = read(core, name)
+    assert "accelerator" not in labels and taints == []
+
+
+def test_diff_shows_label_and_taint_changes(kube, core, make_nodes):
+    (name,) = make_nodes(labels={"nvidia.com/gpu.count": "2"})
+    result = run_module(kube, {"node": name, "labels": {"nvidia.com/gpu.count": "1"}, "taints": [GPU_TAINT]},
+                        diff=True)
+    assert result["diff"] == [{
+        "before_header": "node/%s" % name, "after_header": "node/%s" % name,
+        "before": {"labels": {"nvidia.com/gpu.count": "2"}, "taints": []},
+        "after": {"labels": {"nvidia.com/gpu.count": "1"}, "taints": ["nvidia.com/gpu=present:NoSchedule"]},
+    }]
