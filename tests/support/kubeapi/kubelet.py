@@ -446,7 +446,8 @@ def _fits(store, pod, node):
     spec = pod["spec"]
     if not node_selected(spec, node):
         return "didn't match Pod's node affinity/selector"
-    if (node.get("spec") or {}).get("unschedulable"):
+    if (node.get("spec") or {}).get("unschedulable") and not tolerates(
+            spec.get("tolerations"), {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}):
         return "were unschedulable"
     taint = untolerated_taint(spec.get("tolerations"), node)
     if taint is not None:
@@ -696,11 +697,35 @@ def quota_statuses(store):
             store.put_internal(QUOTAS, new)
 
 
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def node_lifecycle(store, nodes):
+    """The node controller keeps a `node.kubernetes.io/unschedulable:NoSchedule` taint on cordoned nodes."""
+    for node in nodes:
+        spec = node.get("spec") or {}
+        taints = spec.get("taints") or []
+        has = any(t.get("key") == UNSCHEDULABLE_TAINT and t.get("effect") == "NoSchedule" for t in taints)
+        want = bool(spec.get("unschedulable"))
+        if has == want:
+            continue
+        new = copy.deepcopy(node)
+        if want:
+            new.setdefault("spec", {}).setdefault("taints", []).append(
+                {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule", "timeAdded": now()})
+        else:
+            new["spec"]["taints"] = [t for t in taints if t.get("key") != UNSCHEDULABLE_TAINT]
+            if not new["spec"]["taints"]:
+                del new["spec"]["taints"]
+        store.put_internal(NODES, new)
+
+
 def reconcile(store):
     with store.lock:
         for _ in range(3):
             store.dirty = False
             rv = store.rv
+            node_lifecycle(store, store.all(NODES))
             nodes = store.all(NODES)
             reconcile_daemonsets(store, nodes)
             node_gpu_resources(store, nodes)

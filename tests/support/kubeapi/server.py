@@ -81,6 +81,25 @@ def _parse_path(path):
     return res, namespace, name, sub
 
 
+def _delete_answer(res, obj):
+    """What DELETE answers: the object for pods (graceful) and namespaces (finalized), else a Status."""
+    if res.name == "pods":
+        obj["metadata"].setdefault("deletionTimestamp", obj["metadata"].get("creationTimestamp"))
+        obj["metadata"].setdefault("deletionGracePeriodSeconds",
+                                   obj["spec"].get("terminationGracePeriodSeconds", 30))
+        return obj
+    if res.name == "namespaces":
+        obj["metadata"].setdefault("deletionTimestamp", obj["metadata"].get("creationTimestamp"))
+        obj["status"] = {"phase": "Terminating"}
+        return obj
+    if obj["metadata"].get("finalizers"):
+        return obj
+    details = {"name": obj["metadata"]["name"], "kind": res.name, "uid": obj["metadata"]["uid"]}
+    if res.group:
+        details["group"] = res.group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kubeapi-test"
@@ -373,6 +392,7 @@ class Handler(BaseHTTPRequestHandler):
                     options["propagationPolicy"] = q("propagationPolicy")
                 dry_run = dry_run or "All" in (options.get("dryRun") or [])
                 out = store.delete(res, namespace, name, options, dry_run=dry_run)
+                out = _delete_answer(res, out)
             elif verb == "deletecollection":
                 items, _ = store.list(res, namespace, q("labelSelector"), q("fieldSelector"))
                 deleted = []
