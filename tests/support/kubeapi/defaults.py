@@ -205,6 +205,7 @@ def admit(store, res, obj):
         if not any(t.get("key") == tol["key"] and t.get("effect") in (None, "", "NoExecute")
                    for t in tolerations):
             tolerations.append(dict(tol))
+    _quota_admission(store, obj)
     pc_name = spec.get("priorityClassName")
     if pc_name:
         pc = store.find(BY_PATH[("scheduling.k8s.io", "v1", "priorityclasses")], None, pc_name)
@@ -251,3 +252,27 @@ def immutable(res, old, new):
     if kind == "PriorityClass" and old.get("value") != new.get("value"):
         causes.append(("value", "Forbidden: may not be changed in an update.", "FieldValueForbidden"))
     return causes
+
+
+def _quota_admission(store, pod):
+    """Refuse a pod whose extended-resource requests exceed a ResourceQuota of its namespace."""
+    from .kubelet import extended_requests
+
+    namespace = pod["metadata"]["namespace"]
+    wants = extended_requests(pod["spec"])
+    if not wants:
+        return
+    pods = [p for p in store.all(BY_PATH[("", "v1", "pods")], namespace)
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    for quota in store.all(BY_PATH[("", "v1", "resourcequotas")], namespace):
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        for key, limit in hard.items():
+            prefix, _, resource = key.partition(".")
+            if prefix not in ("requests", "limits") or resource not in wants:
+                continue
+            used = sum(extended_requests(p["spec"]).get(resource, 0) for p in pods)
+            if used + wants[resource] > int(limit):
+                raise errors.forbidden(
+                    'pods "%s" is forbidden: exceeded quota: %s, requested: %s=%d, used: %s=%d, limited: %s=%s'
+                    % (pod["metadata"].get("name") or "", quota["metadata"]["name"], key, wants[resource],
+                       key, used, key, limit))
