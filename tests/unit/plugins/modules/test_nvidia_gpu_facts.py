@@ -3,6 +3,7 @@ import json
 import os
 
 import pytest
+from ansible.module_utils import _internal as ansible_internal
 from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
@@ -15,8 +16,13 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch):
-    """Module warnings live in a process-wide registry; start every test with an empty one."""
+    """Module warnings live in a process-wide registry; start every test with an empty one.
+
+    Once controller code has been imported in this process (other tests render role templates),
+    ansible-core sends module warnings to the controller's display instead: switch that off here.
+    """
     monkeypatch.setattr(ansible_warnings, "_global_warnings", {})
+    monkeypatch.setattr(ansible_internal, "is_controller", False)
 
 
 def warning_texts(result):
