@@ -29,14 +29,16 @@ description:
     CRI-O's default runtime found in C(crio.conf) and the other drop-ins of the same directory."
   - The module only writes files. Restart the runtime when RV(restart_required) is true.
 author:
-  - kubegpu.nvidia maintainers
+  - kubegpu.nvidia maintainers (@kubegpu)
 requirements:
   - tomlkit (Debian/Ubuntu package C(python3-tomlkit)) on the managed node for containerd and CRI-O.
 attributes:
   check_mode:
     support: full
+    description: Reports what would change (with the diff when asked) and writes nothing.
   diff_mode:
     support: full
+    description: Returns the before and after text of every file that changes.
   idempotent:
     support: full
     description: A second run with the same options reports no change.
