@@ -3,7 +3,8 @@
 # Source it from the repository root: . scripts/env.sh
 KUBEGPU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export KUBEGPU_ROOT
-export PATH="$KUBEGPU_ROOT/.venv/bin:$PATH"
+export VIRTUAL_ENV="$KUBEGPU_ROOT/.venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH="$KUBEGPU_ROOT/.cache/collections"
 export ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=true
 export ANSIBLE_HOST_KEY_CHECKING=false
