@@ -19,7 +19,7 @@ fi
 
 cc="${CC:-gcc}"
 flags=(-std=c11 -D_GNU_SOURCE -O2 -g0 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden
-       -Wl,-soname,libnvidia-ml.so.1 -Wl,--no-undefined)
+       "-Wl,-soname,libnvidia-ml.so.1" "-Wl,--no-undefined")
 mkdir -p "$out/full" "$out/legacy"
 build() {  # build DIR [extra flags...]: compile into a temporary file, then rename
     local dir=$1; shift

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The lab: simulated GPU nodes as systemd containers (see docs/lab.md).
+#
+#   scripts/lab.sh build   build the node image, the fake NVML library and the fake sysfs views
+#   scripts/lab.sh nodes   build, then create (or reuse) and prepare the four nodes
+#   scripts/lab.sh up      nodes, then the main job (lab/up.yml: each node's GPU inventory)
+#   scripts/lab.sh down    remove the nodes
+#
+# Nodes: kubegpu-lab-h100 (h100x8), kubegpu-lab-a100 (a100x4-mig), kubegpu-lab-t4 (t4x1),
+# kubegpu-lab-cpu (cpu); their profiles are in lab/inventory.yml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+
+image=kubegpu-lab-node:latest
+sysfs="$KUBEGPU_ROOT/.cache/lab/sysfs"
+# name profile, as in lab/inventory.yml
+nodes=(
+    "kubegpu-lab-h100 h100x8"
+    "kubegpu-lab-a100 a100x4-mig"
+    "kubegpu-lab-t4 t4x1"
+    "kubegpu-lab-cpu cpu"
+)
+
+usage() {
+    sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
+    exit 2
+}
+
+build() {
+    lab/image/build.sh >/dev/null
+    scripts/build-fakenvml.sh >/dev/null
+    python3 tests/support/fakenvml/sysfs.py "$sysfs"
+}
+
+# The machine's DMI product name can only be faked where the host has the file
+# to mount over (sysfs refuses to create it); see docs/lab.md.
+dmi_mount() {
+    local profile=$1
+    if [ -f /sys/class/dmi/id/product_name ]; then
+        echo "--volume=$sysfs/$profile/dmi/product_name:/sys/class/dmi/id/product_name:ro"
+    fi
+}
+
+create_node() {
+    local name=$1 profile=$2 state
+    state=$(docker container inspect --format '{{.State.Status}}' "$name" 2>/dev/null || true)
+    case "$state" in
+        running) echo "$name: running, reused"; return ;;
+        "") ;;
+        *) echo "$name: $state, starting"; docker start "$name" >/dev/null; return ;;
+    esac
+    echo "$name: creating ($profile)"
+    # shellcheck disable=SC2046 # dmi_mount prints one word or nothing
+    docker run --detach --name "$name" --hostname "$name" --label kubegpu-lab=node \
+        --label "kubegpu-lab.profile=$profile" \
+        --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
+        --tmpfs /run --tmpfs /run/lock \
+        --volume /sys/fs/cgroup:/sys/fs/cgroup:rw --cgroupns host \
+        --volume "$sysfs/$profile/pci/devices:/sys/bus/pci/devices:ro" \
+        $(dmi_mount "$profile") \
+        "$image" /lib/systemd/systemd >/dev/null
+}
+
+wait_for_systemd() {
+    local name=$1 tries=60 state
+    while [ $tries -gt 0 ]; do
+        state=$(docker exec "$name" systemctl is-system-running 2>/dev/null || true)
+        case "$state" in
+            running|degraded) return 0 ;;
+        esac
+        tries=$((tries - 1))
+        sleep 1
+    done
+    echo "$name: systemd did not finish starting (state: ${state:-unknown})" >&2
+    return 1
+}
+
+nodes() {
+    build
+    local entry
+    for entry in "${nodes[@]}"; do
+        # shellcheck disable=SC2086 # "name profile"
+        create_node $entry
+    done
+    for entry in "${nodes[@]}"; do
+        wait_for_systemd "${entry%% *}"
+    done
+    ansible-playbook -i lab/inventory.yml lab/prepare.yml
+}
+
+up() {
+    nodes
+    ansible-playbook -i lab/inventory.yml lab/up.yml
+}
+
+down() {
+    local entry name
+    for entry in "${nodes[@]}"; do
+        name=${entry%% *}
+        if docker container inspect "$name" >/dev/null 2>&1; then
+            docker rm --force --volumes "$name" >/dev/null
+            echo "$name: removed"
+        fi
+    done
+}
+
+[ $# -eq 1 ] || usage
+case "$1" in
+    build) build ;;
+    nodes) nodes ;;
+    up) up ;;
+    down) down ;;
+    *) usage ;;
+esac
