@@ -19,7 +19,6 @@ MANAGED_LABEL_PREFIX = "nvidia.com/"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-
 class NodeLabelError(ValueError):
     """A user-supplied label or taint that cannot be applied."""
 

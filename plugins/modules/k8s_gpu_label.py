@@ -14,8 +14,8 @@ version_added: 1.0.0
 description:
   - Sets the labels and taints of one Kubernetes node, or of many nodes in one call.
   - Labels come from O(labels) and from the C(nvidia_gpu) facts gathered by M(kubegpu.nvidia.nvidia_gpu_facts)
-    (O(facts)): the labels GPU Feature Discovery sets (C(nvidia.com/gpu.product), C(nvidia.com/gpu.count),
-    C(nvidia.com/gpu.memory), ...) plus C(accelerator=nvidia-<model>) for C(nodeSelector).
+    (O(facts)); from the facts, the labels GPU Feature Discovery sets (C(nvidia.com/gpu.product),
+    C(nvidia.com/gpu.count), C(nvidia.com/gpu.memory), ...) plus C(accelerator=nvidia-<model>) for C(nodeSelector).
   - Lists the nodes once (in pages of 500), works out locally what differs and writes only the nodes that differ,
     with one strategic-merge patch per node. A re-run with nothing to change makes one request.
   - C(spec.taints) is an atomic list, so a taint change writes the node's whole taint list (taints set by others
@@ -26,7 +26,7 @@ description:
     its Hostname, InternalIP or InternalDNS address, trying the host's name and its O(nodes[].aliases).
     When any host matches no node, the module fails naming it before writing anything.
 author:
-  - kubegpu.nvidia maintainers
+  - kubegpu.nvidia maintainers (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.nvidia.k8s_auth
 attributes:
@@ -128,8 +128,8 @@ options:
 requirements:
   - kubernetes >= 24.2.0 (Python library)
 notes:
-  - Run it once for the whole cluster (C(run_once) on the control host) with O(nodes) rather than once per host:
-    the role M(kubegpu.nvidia.k8s_gpu_node) does that.
+  - Run it once for the whole cluster (C(run_once) on the control host) with O(nodes) rather than once per host;
+    the role C(kubegpu.nvidia.k8s_gpu_node) does that.
 seealso:
   - module: kubegpu.nvidia.nvidia_gpu_facts
   - module: kubernetes.core.k8s

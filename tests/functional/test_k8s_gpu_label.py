@@ -88,7 +88,7 @@ def make_nodes(core):
 def read(core, name):
     node = core.read_node(name)
     labels = node.metadata.labels or {}
-    taints = [{"key": t.key, "value": t.value or "", "effect": t.effect} for t in (node.spec.taints or [])]
+    taints = [{"key": t.key, "value": t.value or "", "effect": t.effect} for t in ((node.spec and node.spec.taints) or [])]
     return labels, taints
 
 

@@ -1,7 +1,8 @@
 """Role kubegpu.nvidia.k8s_gpu_node: a playbook run against the Kubernetes API with a small inventory.
 
-The hosts' nvidia_gpu facts come from Ansible's fact cache (as left by an earlier nvidia_gpu_facts run),
-so the play needs no GPU hosts to reach; the role's single module call runs on localhost.
+A first play stands in for nvidia_gpu_facts: it sets each host's nvidia_gpu facts (cacheable set_fact, so
+they land in ansible_facts) from the inventory, so no GPU host is needed; the role's single module call
+runs on localhost.
 """
 import json
 import os
@@ -16,6 +17,16 @@ from test_k8s_gpu_label import A100X4_MIG, GPU_TAINT, H100X8, T4X1  # pylint: di
 kubernetes = pytest.importorskip("kubernetes")
 
 PLAYBOOK = """
+- name: Set the GPU facts of the lab profiles
+  hosts: gpu
+  gather_facts: false
+  tasks:
+    - name: Set nvidia_gpu facts
+      ansible.builtin.set_fact:
+        nvidia_gpu: "{{ test_nvidia_gpu }}"
+        cacheable: true
+      when: test_nvidia_gpu is defined
+
 - name: Label and taint the GPU nodes
   hosts: gpu
   gather_facts: false
@@ -38,16 +49,13 @@ def lab(kube, tmp_path):
                            {"ansible_host": "10.66.0.4"}),
         "cpu-%s" % suffix: ("cpu-%s" % suffix, [], {"present": False, "count": 0, "devices": []}, {}),
     }
-    cache = tmp_path / "facts"
-    cache.mkdir()
     inventory = {"gpu": {"hosts": {}}}
     for host, (node, addresses, facts, hostvars) in hosts.items():
         core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
         if addresses:
             core.patch_node_status(node, {"status": {"addresses": addresses}},
                                    _content_type="application/strategic-merge-patch+json")
-        (cache / host).write_text(json.dumps({"nvidia_gpu": facts}))
-        inventory["gpu"]["hosts"][host] = dict(hostvars, ansible_connection="local")
+        inventory["gpu"]["hosts"][host] = dict(hostvars, ansible_connection="local", test_nvidia_gpu=facts)
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
     (tmp_path / "site.yml").write_text(PLAYBOOK)
     yield {"dir": tmp_path, "hosts": hosts, "core": core}
@@ -59,9 +67,7 @@ def lab(kube, tmp_path):
 
 
 def play(kube, lab, *extra):
-    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kube.kubeconfig, ANSIBLE_CACHE_PLUGIN="jsonfile",
-               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(lab["dir"] / "facts"), ANSIBLE_CACHE_PLUGIN_TIMEOUT="0",
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kube.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     cmd = ["ansible-playbook", "-i", str(lab["dir"] / "inventory.json"), str(lab["dir"] / "site.yml")] + list(extra)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -69,13 +75,13 @@ def play(kube, lab, *extra):
         out = json.loads(proc.stdout)
     except ValueError:
         raise AssertionError("no JSON output\nstdout:\n%s\nstderr:\n%s" % (proc.stdout, proc.stderr))
-    tasks = dict((t["task"]["name"], t["hosts"]) for t in out["plays"][0]["tasks"])
+    tasks = dict((t["task"]["name"], t["hosts"]) for p in out["plays"] for t in p["tasks"])
     return proc.returncode, tasks
 
 
 def label_result(tasks):
-    results = [r for r in tasks["k8s_gpu_node : Label and taint the GPU nodes in one API batch"].values()
-               if not r.get("skipped")]
+    (hosts,) = [h for name, h in tasks.items() if name.endswith("Label and taint the GPU nodes in one API batch")]
+    results = [r for r in hosts.values() if not r.get("skipped")]
     assert len(results) == 1, "the module must run once for the whole inventory"
     return results[0]
 
@@ -93,7 +99,7 @@ def test_role_labels_and_taints_every_gpu_host_once(kube, lab):
     for host, (node_name, _a, facts, _v) in lab["hosts"].items():
         node = core.read_node(node_name)
         labels = node.metadata.labels or {}
-        taints = [{"key": t.key, "value": t.value or "", "effect": t.effect} for t in (node.spec.taints or [])]
+        taints = [{"key": t.key, "value": t.value or "", "effect": t.effect} for t in ((node.spec and node.spec.taints) or [])]
         if facts["present"]:
             assert labels["nvidia.com/gpu.count"] == str(facts["count"]), host
             assert labels["accelerator"].startswith("nvidia-"), host
@@ -113,19 +119,31 @@ def test_role_without_taint(kube, lab):
     assert rc == 0
     for node_name, _a, facts, _v in lab["hosts"].values():
         node = lab["core"].read_node(node_name)
-        assert not node.spec.taints
+        assert not (node.spec and node.spec.taints)
         if facts["present"]:
             assert node.metadata.labels["nvidia.com/gpu.present"] == "true"
 
 
 def test_role_fails_naming_a_host_without_a_node(kube, lab):
     inventory = json.loads((lab["dir"] / "inventory.json").read_text())
-    inventory["gpu"]["hosts"]["ghost-gpu"] = {"ansible_connection": "local", "ansible_host": "10.250.0.1"}
+    inventory["gpu"]["hosts"]["ghost-gpu"] = {"ansible_connection": "local", "ansible_host": "10.250.0.1",
+                                              "test_nvidia_gpu": T4X1}
     (lab["dir"] / "inventory.json").write_text(json.dumps(inventory))
-    (lab["dir"] / "facts" / "ghost-gpu").write_text(json.dumps({"nvidia_gpu": T4X1}))
     rc, tasks = play(kube, lab)
     result = label_result(tasks)
     assert rc != 0
     assert result["failed"] is True
     assert "ghost-gpu" in result["msg"] and "no Kubernetes node" in result["msg"]
     assert "patch" not in result["api_requests"]
+
+
+def test_role_fails_naming_hosts_without_facts(kube, lab):
+    inventory = json.loads((lab["dir"] / "inventory.json").read_text())
+    inventory["gpu"]["hosts"]["nofacts-gpu"] = {"ansible_connection": "local"}
+    (lab["dir"] / "inventory.json").write_text(json.dumps(inventory))
+    rc, tasks = play(kube, lab)
+    assert rc != 0
+    (hosts,) = [h for name, h in tasks.items() if name.endswith("Check that every host has GPU facts")]
+    (result,) = hosts.values()
+    assert result["failed"] is True
+    assert "no nvidia_gpu facts for nofacts-gpu:" in result["msg"]

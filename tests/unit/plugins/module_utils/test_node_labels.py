@@ -50,8 +50,8 @@ def test_diff_labels_absent_remove_stale_drops_all_managed():
 
 
 def test_normalise_labels_stringifies_like_kubernetes():
-    assert nl.normalise_labels({"p": True, "n": 8, "f": False, "e": None}) == {"p": "true", "n": "8", "f": "false",
-                                                                              "e": ""}
+    expected = {"p": "true", "n": "8", "f": "false", "e": ""}
+    assert nl.normalise_labels({"p": True, "n": 8, "f": False, "e": None}) == expected
 
 
 # --- taints -------------------------------------------------------------------------------

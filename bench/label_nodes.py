@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Benchmark: label and taint 1,000 and 5,000 simulated GPU nodes three ways, and print the figures.
+
+For each cluster size, against the Kubernetes API test server (tests/support/kubeapi, run as its own
+process over HTTPS), with N nodes marked as simulated GPU nodes:
+
+  batched     one kubegpu.nvidia.k8s_gpu_label task with `nodes:` (all N, each with its nvidia_gpu facts),
+              run by `ansible-playbook` (Ansible start-up included), then run again with nothing to change;
+              also the same call through the module's Python entry in-process (no Ansible start-up)
+  per node    one module call per node, as `delegate_to` per host would: the module's Python entry driven
+              in-process once per node (a fresh API client each call, no Ansible start-up or fork, so this
+              is a lower bound for a real per-host loop)
+  kubectl     `kubectl label node NAME <the same labels> --overwrite`, one process per node (Debian's
+              kubernetes-client package, unpacked into .cache/ when missing); by default on a sample of
+              nodes, extrapolated to N (printed as such); taints would need one more `kubectl taint`
+              process per node, not counted
+
+Each leg writes every node once (each uses other facts, so every node differs). Request counts come from
+the server. Targets checked and printed: the re-run makes one LIST (paged by 500 nodes: ceil(N/500)
+requests) and no write; the first run at most one write per node plus the LIST; batched >= 20x faster
+than kubectl per node.
+
+    python bench/label_nodes.py [--sizes 1000,5000] [--kubectl-sample 100] [--per-node-sample 0]
+"""
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _path in (os.path.join(ROOT, ".cache", "collections"), os.path.join(ROOT, "tests", "support")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import kubernetes  # noqa: E402
+import urllib3  # noqa: E402
+from ansible.module_utils.testing import patch_module_args  # noqa: E402
+
+from ansible_collections.kubegpu.nvidia.plugins.modules import k8s_gpu_label  # noqa: E402
+
+PAGE = 500
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+PROFILES = [
+    ("NVIDIA H100 80GB HBM3", 8, 81559, "9.0", "hopper", {"current": 0, "pending": 0}),
+    ("NVIDIA A100-SXM4-40GB", 4, 40960, "8.0", "ampere", {"current": 1, "pending": 1}),
+    ("Tesla T4", 1, 15360, "7.5", "turing", {"current": None, "pending": None}),
+]
+
+
+def facts_for(index, driver):
+    name, count, memory, cc, family, mig = PROFILES[index % len(PROFILES)]
+    devices = [{"index": i, "name": name, "product": name.replace(" ", "-"), "uuid": "GPU-%d-%d" % (index, i),
+                "memory_mib": memory, "pci_bus_id": "00000000:%02X:00.0" % (0x18 + i), "compute_capability": cc,
+                "family": family, "mig": dict(mig)} for i in range(count)]
+    return {"present": True, "count": count, "source": "nvml", "driver_version": driver,
+            "cuda_driver_version": "12.2", "devices": devices, "machine": "Bench Node"}
+
+
+class Server:
+    """The API test server in its own process."""
+
+    def __init__(self, workdir):
+        self.kubeconfig = os.path.join(workdir, "kubeconfig")
+        port_file = os.path.join(workdir, "port")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "support", "kubeapi", "__main__.py"),
+                                      "--tls", "--port", "0", "--kubeconfig-out", self.kubeconfig,
+                                      "--port-file", port_file],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the API test server did not start")
+            time.sleep(0.1)
+        cfg = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+        cfg.connection_pool_maxsize = 8
+        self.client = kubernetes.client.ApiClient(cfg)
+        self.core = kubernetes.client.CoreV1Api(self.client)
+        self.http = urllib3.PoolManager(ca_certs=cfg.ssl_ca_cert)
+        self.url = cfg.host
+        self.headers = {"Authorization": cfg.api_key["authorization"], "Content-Type": "application/json"}
+
+    def counts(self):
+        answer = self.http.request("GET", self.url + "/_test/requests", headers=self.headers)
+        return dict((k, v) for k, v in json.loads(answer.data)["counts"].items() if v)
+
+    def reset(self):
+        self.http.request("POST", self.url + "/_test/requests", body=b"{}", headers=self.headers)
+
+    def create_nodes(self, names):
+        def create(name):
+            self.core.create_node({"apiVersion": "v1", "kind": "Node",
+                                   "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                                                "annotations": {"kubegpu.io/simulated-gpus": "1"}}},
+                                  _preload_content=False)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(create, names))
+        self.reset()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def run_playbook(server, workdir, nodes):
+    vars_file = os.path.join(workdir, "nodes.json")
+    with open(vars_file, "w") as handle:
+        json.dump({"bench_nodes": nodes}, handle)
+    playbook = os.path.join(workdir, "label.yml")
+    with open(playbook, "w") as handle:
+        handle.write("- name: Label GPU nodes\n  hosts: localhost\n  gather_facts: false\n"
+                     "  vars_files: [%s]\n  tasks:\n    - name: Label and taint all nodes in one call\n"
+                     "      kubegpu.nvidia.k8s_gpu_label:\n        nodes: \"{{ bench_nodes }}\"\n"
+                     "        taints: [\"nvidia.com/gpu=present:NoSchedule\"]\n        remove_stale: true\n"
+                     % vars_file)
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=server.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    start = time.monotonic()
+    proc = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", playbook], env=env,
+                          capture_output=True, text=True, check=False)
+    wall = time.monotonic() - start
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    if result.get("failed"):
+        raise SystemExit("batched run failed: %s" % result.get("msg"))
+    return wall, result
+
+
+def run_module(server, args):
+    """The module's main() in-process; returns its result dict."""
+    out = io.StringIO()
+    args = dict(args, kubeconfig=server.kubeconfig)
+    with patch_module_args(args), contextlib.redirect_stdout(out):
+        try:
+            k8s_gpu_label.main()
+        except SystemExit:
+            pass
+    result = json.loads(out.getvalue())
+    if result.get("failed"):
+        raise SystemExit("module call failed: %s" % result.get("msg"))
+    return result
+
+
+def find_kubectl():
+    """Debian's kubectl (kubernetes-client), unpacked into .cache/ with apt-get download when missing."""
+    cached = os.path.join(ROOT, ".cache", "kubernetes-client", "usr", "bin", "kubectl")
+    if os.path.exists(cached):
+        return cached, "Debian kubernetes-client"
+    if shutil.which("apt-get") and shutil.which("dpkg-deb"):
+        tmp = tempfile.mkdtemp()
+        try:
+            subprocess.run(["apt-get", "download", "kubernetes-client"], cwd=tmp, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deb = [f for f in os.listdir(tmp) if f.endswith(".deb")][0]
+            subprocess.run(["dpkg-deb", "-x", os.path.join(tmp, deb), os.path.dirname(os.path.dirname(
+                os.path.dirname(cached)))], check=True)
+            return cached, "Debian kubernetes-client"
+        except (subprocess.CalledProcessError, IndexError, OSError):
+            pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    found = shutil.which("kubectl")
+    if found:
+        return found, "kubectl from PATH (Debian's kubernetes-client could not be fetched)"
+    raise SystemExit("no kubectl")
+
+
+def leg_batched(server, workdir, names):
+    nodes = [{"name": n, "facts": facts_for(i, "535.183.01")} for i, n in enumerate(names)]
+    server.reset()
+    wall, result = run_playbook(server, workdir, nodes)
+    first = server.counts()
+    changed = sum(1 for r in result["nodes"] if r["changed"])
+    server.reset()
+    rewall, again = run_playbook(server, workdir, nodes)
+    rerun = server.counts()
+    # The same batch through the module's Python entry, with other facts so every node differs again.
+    nodes2 = [{"name": n, "facts": facts_for(i, "535.216.03")} for i, n in enumerate(names)]
+    server.reset()
+    start = time.monotonic()
+    run_module(server, {"nodes": nodes2, "taints": [GPU_TAINT], "remove_stale": True})
+    inproc = time.monotonic() - start
+    inproc_counts = server.counts()
+    return {"wall": wall, "counts": first, "changed": changed, "rerun_wall": rewall, "rerun_counts": rerun,
+            "rerun_changed": again["changed"], "inproc_wall": inproc, "inproc_counts": inproc_counts}
+
+
+def leg_per_node(server, names, sample):
+    chosen = names if not sample or sample >= len(names) else names[:sample]
+    server.reset()
+    start = time.monotonic()
+    for i, name in enumerate(chosen):
+        run_module(server, {"node": name, "facts": facts_for(i, "550.54.15"), "taints": [GPU_TAINT],
+                            "remove_stale": True})
+    wall = time.monotonic() - start
+    return {"wall": wall, "counts": server.counts(), "done": len(chosen)}
+
+
+def leg_kubectl(server, names, sample, kubectl):
+    chosen = names[:sample] if sample and sample < len(names) else names
+    server.reset()
+    start = time.monotonic()
+    for i, name in enumerate(chosen):
+        labels = k8s_gpu_label.labels_from_facts(facts_for(i, "560.35.03"))
+        cmd = [kubectl, "--kubeconfig", server.kubeconfig, "label", "node", name, "--overwrite"]
+        cmd += ["%s=%s" % kv for kv in sorted(labels.items())]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.monotonic() - start
+    return {"wall": wall, "counts": server.counts(), "done": len(chosen)}
+
+
+def fmt_counts(counts):
+    return ", ".join("%s %d" % kv for kv in sorted(counts.items())) or "none"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,5000")
+    parser.add_argument("--kubectl-sample", type=int, default=100,
+                        help="nodes labelled with kubectl per size (0 = all), extrapolated to N")
+    parser.add_argument("--per-node-sample", type=int, default=0,
+                        help="nodes done one module call each (0 = all), extrapolated to N")
+    args = parser.parse_args()
+    kubectl, kubectl_what = find_kubectl()
+    version = subprocess.run([kubectl, "version", "--client", "--short"], capture_output=True, text=True,
+                             check=False).stdout.strip().splitlines()
+    print("kubectl: %s (%s)" % (kubectl_what, version[0] if version else kubectl))
+    print("machine: %d CPUs, load average %.1f" % (os.cpu_count(), os.getloadavg()[0]))
+    ok = True
+    for size in [int(s) for s in args.sizes.split(",")]:
+        workdir = tempfile.mkdtemp(prefix="bench-label-")
+        server = Server(workdir)
+        try:
+            names = ["gpu-node-%05d" % i for i in range(size)]
+            start = time.monotonic()
+            server.create_nodes(names)
+            print("\n== %d simulated GPU nodes (created in %.1fs) ==" % (size, time.monotonic() - start))
+            batched = leg_batched(server, workdir, names)
+            per_node = leg_per_node(server, names, args.per_node_sample)
+            kubectl_leg = leg_kubectl(server, names, args.kubectl_sample, kubectl)
+        finally:
+            server.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+        pages = math.ceil(size / PAGE)
+        per_node_total = per_node["wall"] * size / per_node["done"]
+        kubectl_total = kubectl_leg["wall"] * size / kubectl_leg["done"]
+        print("%-44s %10s  %s" % ("leg", "wall s", "API requests (server count)"))
+        print("%-44s %10.2f  %s" % ("batched, ansible-playbook, first run", batched["wall"],
+                                    fmt_counts(batched["counts"])))
+        print("%-44s %10.2f  %s" % ("batched, ansible-playbook, re-run", batched["rerun_wall"],
+                                    fmt_counts(batched["rerun_counts"])))
+        print("%-44s %10.2f  %s" % ("batched, module entry in-process", batched["inproc_wall"],
+                                    fmt_counts(batched["inproc_counts"])))
+        note = "" if per_node["done"] == size else " (%d nodes done, extrapolated)" % per_node["done"]
+        print("%-44s %10.2f  %s%s" % ("one module call per node, in-process", per_node_total,
+                                      fmt_counts(per_node["counts"]), note))
+        note = "" if kubectl_leg["done"] == size else " (%d nodes done in %.1fs, extrapolated to %d)" % (
+            kubectl_leg["done"], kubectl_leg["wall"], size)
+        print("%-44s %10.2f  %s%s" % ("kubectl label per node", kubectl_total, fmt_counts(kubectl_leg["counts"]),
+                                      note))
+        speedup = kubectl_total / batched["wall"]
+        rerun_ok = batched["rerun_counts"] == {"list": pages} and batched["rerun_changed"] is False
+        first_ok = (batched["counts"].get("list") == pages and batched["counts"].get("patch", 0) <= size
+                    and set(batched["counts"]) <= {"list", "patch"})
+        print("target: re-run = one LIST (%d page%s of %d) and no writes: %s" % (
+            pages, "s" if pages > 1 else "", PAGE, "met" if rerun_ok else "MISSED"))
+        print("target: first run <= one write per node + the LIST (%d nodes changed): %s" % (
+            batched["changed"], "met" if first_ok else "MISSED"))
+        print("target: batched >= 20x faster than kubectl per node: %.1fx (%s); in-process batched: %.1fx" % (
+            speedup, "met" if speedup >= 20 else "MISSED", kubectl_total / batched["inproc_wall"]))
+        print("one call per node vs batched (ansible-playbook): %.1fx slower" % (per_node_total / batched["wall"]))
+        ok = ok and rerun_ok and first_ok and speedup >= 20
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
