@@ -305,7 +305,7 @@ def test_injected_429_500_and_delay(kube, kube_server):
     node = kube.node()
     kube_server.reset_counts()
     kube_server.inject(method="PATCH", path_regex="/api/v1/nodes/.*", status=429, retry_after=3, times=2)
-    for _ in range(2):
+    for _attempt in range(2):
         with pytest.raises(ApiException) as info:
             core.patch_node(node, {"metadata": {"labels": {"a": "b"}}})
         assert info.value.status == 429 and info.value.headers["Retry-After"] == "3"

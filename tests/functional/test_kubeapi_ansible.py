@@ -88,9 +88,8 @@ def test_k8s_drain_skips_daemonset_pods_and_honours_disruption_budgets(kube, kub
         "metadata": {"name": "guarded"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
     drain = "kubernetes.core.k8s_drain"
     tasks = [
-        {"name": "blocked", drain: {"name": node, "delete_options": {"force": True, "ignore_daemonsets": True,
-                                                                    "wait_timeout": 5}},
-         "failed_when": False},
+        {"name": "blocked", "failed_when": False, drain: {
+            "name": node, "delete_options": {"force": True, "ignore_daemonsets": True, "wait_timeout": 5}}},
         {"name": "drain other", drain: {"name": other, "delete_options": {"ignore_daemonsets": True}}},
         {"name": "uncordon", drain: {"name": other, "state": "uncordon"}},
     ]

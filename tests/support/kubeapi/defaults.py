@@ -267,7 +267,7 @@ def _quota_admission(store, pod):
     for quota in store.all(BY_PATH[("", "v1", "resourcequotas")], namespace):
         hard = (quota.get("spec") or {}).get("hard") or {}
         for key, limit in hard.items():
-            prefix, _, resource = key.partition(".")
+            prefix, _dot, resource = key.partition(".")
             if prefix not in ("requests", "limits") or resource not in wants:
                 continue
             used = sum(extended_requests(p["spec"]).get(resource, 0) for p in pods)

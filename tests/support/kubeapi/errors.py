@@ -59,7 +59,7 @@ def conflict(res, name):
 
 def invalid(res, name, causes):
     """causes: [(field, message, reason)]"""
-    text = "; ".join("%s: %s" % (field, msg) for field, msg, _ in causes)
+    text = "; ".join("%s: %s" % (field, msg) for field, msg, _reason in causes)
     details = _details(res, name, causes=[
         {"reason": reason, "message": msg, "field": field} for field, msg, reason in causes])
     details["kind"] = res.kind

@@ -606,7 +606,7 @@ def schedule_pods(store, nodes):
 def _reason_text(reason, count):
     if reason.startswith("Insufficient"):
         return reason
-    return ("node(s) " if count != 1 or True else "node ") + reason
+    return "node(s) " + reason
 
 
 def refresh_plugin_pods(store, nodes):
@@ -722,7 +722,7 @@ def node_lifecycle(store, nodes):
 
 def reconcile(store):
     with store.lock:
-        for _ in range(3):
+        for _round in range(3):
             store.dirty = False
             rv = store.rv
             node_lifecycle(store, store.all(NODES))

@@ -157,7 +157,7 @@ class Handler(BaseHTTPRequestHandler):
         self._body_read = False
         url = urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
-        query = {k: v for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        query = dict(parse_qs(url.query, keep_blank_values=True))
         record = {"method": method, "path": path, "verb": None, "resource": None, "code": None,
                   "user": None, "time": time.time()}
         try:
@@ -341,7 +341,10 @@ class Handler(BaseHTTPRequestHandler):
         verb = record["verb"]
         api = self.api
         store = api.store
-        q = lambda key, default=None: (query.get(key) or [default])[0]  # noqa: E731
+
+        def q(key, default=None):
+            return (query.get(key) or [default])[0]
+
         if verb == "watch":
             return self._watch(res, namespace, query)
         body = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
@@ -394,7 +397,7 @@ class Handler(BaseHTTPRequestHandler):
                 out = store.delete(res, namespace, name, options, dry_run=dry_run)
                 out = _delete_answer(res, out)
             elif verb == "deletecollection":
-                items, _ = store.list(res, namespace, q("labelSelector"), q("fieldSelector"))
+                items, _rv = store.list(res, namespace, q("labelSelector"), q("fieldSelector"))
                 deleted = []
                 for item in items:
                     try:
@@ -465,7 +468,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _watch(self, res, namespace, query):
         store = self.api.store
-        q = lambda key, default=None: (query.get(key) or [default])[0]  # noqa: E731
+
+        def q(key, default=None):
+            return (query.get(key) or [default])[0]
+
         reqs = kubelet.selectors.parse_label_selector(q("labelSelector"))
         freqs = kubelet.selectors.parse_field_selector(q("fieldSelector"), res.name)
         timeout = float(q("timeoutSeconds", "0") or 0) or 1800.0
@@ -492,7 +498,7 @@ class Handler(BaseHTTPRequestHandler):
                     kubelet.reconcile(store)
                 since = q("resourceVersion")
                 if not since or since == "0":
-                    items, _ = store.list(res, namespace)
+                    items, _rv = store.list(res, namespace)
                     pending = [("ADDED", o) for o in items if wanted(o)]
                     since = store.rv
                 else:

@@ -22,7 +22,7 @@ def now():
 
 
 def random_suffix(n=5):
-    return "".join(random.choice(NAME_CHARS) for _ in range(n))
+    return "".join(random.choice(NAME_CHARS) for _i in range(n))
 
 
 def _without(obj, *keys):
@@ -83,7 +83,7 @@ class Store:
     def all(self, res, namespace=None):
         if namespace is None:
             return list(self._bucket(res).values())
-        return [o for (ns, _), o in self._bucket(res).items() if ns == namespace]
+        return [o for (ns, _name), o in self._bucket(res).items() if ns == namespace]
 
     # ---------------------------------------------------------------- reads
     def get(self, res, namespace, name):
@@ -96,7 +96,7 @@ class Store:
         reqs = selectors.parse_label_selector(label_selector)
         freqs = selectors.parse_field_selector(field_selector, res.name)
         items = []
-        for (_, name), obj in sorted(self._bucket(res).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        for (_ns, name), obj in sorted(self._bucket(res).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
             if namespace is not None and obj["metadata"].get("namespace") != namespace:
                 continue
             if reqs and not selectors.matches(reqs, obj["metadata"].get("labels")):
@@ -123,7 +123,7 @@ class Store:
         else:
             meta.pop("namespace", None)
         if not meta.get("name") and meta.get("generateName"):
-            for _ in range(20):
+            for _attempt in range(20):
                 meta["name"] = meta["generateName"] + random_suffix()
                 if self.find(res, meta.get("namespace"), meta["name"]) is None:
                     break
