@@ -1,0 +1,155 @@
+"""Role kubegpu.nvidia.k8s_device_plugin: ansible-playbook against the Kubernetes API test server.
+
+Simulated GPU nodes (annotation kubegpu.io/simulated-gpus) advertise nvidia.com/gpu once the
+role's DaemonSet selects and tolerates them, with the replicas of the configuration the
+node's nvidia.com/device-plugin.config label picks. The hosts' nvidia_gpu facts come from
+Ansible's fact cache, as an earlier nvidia_gpu_facts run would have left them.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+kubernetes = pytest.importorskip("kubernetes")
+
+SIMULATED = "kubegpu.io/simulated-gpus"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+PLAYBOOK = """
+- name: Deploy the NVIDIA device plugin
+  hosts: localhost
+  gather_facts: false
+  roles:
+    - role: kubegpu.nvidia.k8s_device_plugin
+"""
+
+
+def run_playbook(directory, kubeconfig, extra_vars, check=False, playbook="site.yml"):
+    """Run a playbook with the JSON callback; returns (rc, stats of localhost, {task name: result})."""
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(directory / "inventory.json"),
+           str(directory / playbook), "-e", json.dumps(extra_vars)]
+    if check:
+        cmd.append("--check")
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(directory / "facts"),
+               ANSIBLE_CACHE_PLUGIN_TIMEOUT="0",
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+               K8S_AUTH_KUBECONFIG=kubeconfig, KUBECONFIG=kubeconfig)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError("no JSON from ansible-playbook\n%s\n%s" % (proc.stdout, proc.stderr)) from None
+    tasks = {}
+    for play in out["plays"]:
+        for task in play["tasks"]:
+            tasks[task["task"]["name"].split(" : ")[-1]] = task["hosts"].get("localhost", {})
+    return proc.returncode, out["stats"].get("localhost", {}), tasks
+
+
+def write_facts(directory, host, nvidia_gpu):
+    """Leave nvidia_gpu facts for `host` in the jsonfile fact cache (ansible-core 2.19 layout)."""
+    payload = json.dumps({"nvidia_gpu": nvidia_gpu})
+    (directory / "facts" / ("s1_" + host)).write_text(json.dumps({"__payload__": payload}))
+
+
+def failure(tasks):
+    failed = [(name, res) for name, res in tasks.items() if res.get("failed")]
+    assert failed, "no task failed"
+    return failed[-1]
+
+
+@pytest.fixture
+def cluster(kube_server, kube, tmp_path):
+    """GPU hosts h100 (8 GPUs), t4 (1 GPU, node named differently, found by InternalIP) and a CPU host."""
+    core = kubernetes.client.CoreV1Api(kube.api_client())
+    nodes = {
+        # node: (simulated GPUs, labels)
+        "h100": (8, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+        "ip-10-66-0-4": (1, {"nvidia.com/gpu.product": "Tesla-T4"}),
+        "cpu": (0, {}),
+    }
+    for name, (gpus, labels) in nodes.items():
+        labels = dict(labels, **{"kubernetes.io/hostname": name})
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+        if gpus:
+            labels["nvidia.com/gpu.present"] = "true"
+            body["metadata"]["annotations"] = {SIMULATED: str(gpus)}
+            body["spec"] = {"taints": [GPU_TAINT]}
+        core.create_node(body)
+    core.patch_node_status("ip-10-66-0-4", {"status": {"addresses": [{"type": "InternalIP", "address": "10.66.0.4"}]}},
+                           _content_type="application/strategic-merge-patch+json")
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    hosts = {"h100": ({"present": True, "count": 8}, {}),
+             "t4": ({"present": True, "count": 1}, {"ansible_host": "10.66.0.4"}),
+             "cpu": ({"present": False, "count": 0}, {})}
+    inventory = {"gpu_nodes": {"hosts": {}}, "all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}
+    for host, (gpu, hostvars) in hosts.items():
+        write_facts(tmp_path, host, gpu)
+        inventory["gpu_nodes"]["hosts"][host] = dict(hostvars, ansible_connection="local")
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
+    (tmp_path / "site.yml").write_text(PLAYBOOK)
+    return {"dir": tmp_path, "core": core, "apps": kubernetes.client.AppsV1Api(kube.api_client()),
+            "kubeconfig": kube.kubeconfig}
+
+
+def allocatable(core, node):
+    return (core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu")
+
+
+BASE = {"k8s_device_plugin_wait_timeout": 20, "k8s_device_plugin_wait_delay": 1}
+SHARED_T4 = dict(BASE, k8s_device_plugin_configs={"t4-shared": {"sharing_strategy": "time-slicing", "replicas": 4}},
+                 k8s_device_plugin_product_configs={"Tesla-T4": "t4-shared"})
+
+
+def test_allocatable_appears_per_config_and_second_run_changes_nothing(cluster):
+    rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], SHARED_T4)
+    assert rc == 0, failure(tasks)
+    assert stats["changed"] >= 2
+    core = cluster["core"]
+    assert allocatable(core, "h100") == "8"
+    assert allocatable(core, "ip-10-66-0-4") == "4"  # 1 GPU x 4 time-slicing replicas
+    assert allocatable(core, "cpu") is None
+    assert core.read_node("ip-10-66-0-4").metadata.labels["nvidia.com/device-plugin.config"] == "t4-shared"
+    assert "nvidia.com/device-plugin.config" not in core.read_node("h100").metadata.labels
+    ds = cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    assert ds.status.desired_number_scheduled == ds.status.number_ready == 2
+    capacity = tasks["Record the GPU capacity per node"]["ansible_facts"]["k8s_device_plugin_capacity"]
+    assert {(c["node"], c["host"], c["expected"]) for c in capacity} == {("h100", "h100", 8),
+                                                                        ("ip-10-66-0-4", "t4", 4)}
+
+    rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], SHARED_T4)
+    assert rc == 0, failure(tasks)
+    assert stats["changed"] == 0, [name for name, res in tasks.items() if res.get("changed")]
+
+
+def test_shortfall_fails_naming_the_node(cluster):
+    # the host's facts say 4 GPUs; its node advertises only 1 (the plugin sees one)
+    write_facts(cluster["dir"], "t4", {"present": True, "count": 4})
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, k8s_device_plugin_wait_timeout=2))
+    assert rc != 0
+    name, result = failure(tasks)
+    assert name == "Check the GPUs each node advertises"
+    assert "falls short on 1 node(s)" in result["msg"]
+    assert "ip-10-66-0-4 (allocatable 1, expected 4" in result["msg"]
+    assert "h100" not in result["msg"]
+
+
+def test_unknown_host_is_named(cluster):
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"],
+                                     dict(BASE, k8s_device_plugin_wait_timeout=2,
+                                          k8s_device_plugin_node_gpus={"h100": 8, "gone-node": 2}))
+    assert rc != 0
+    assert "gone-node (node not found)" in failure(tasks)[1]["msg"]
+
+
+def test_check_mode_creates_nothing(cluster):
+    rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], BASE, check=True)
+    assert rc == 0, failure(tasks)
+    assert stats["changed"] >= 1
+    with pytest.raises(kubernetes.client.exceptions.ApiException) as err:
+        cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    assert err.value.status == 404

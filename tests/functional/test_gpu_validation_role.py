@@ -1,0 +1,59 @@
+"""Role kubegpu.nvidia.gpu_validation against the Kubernetes API test server.
+
+The device plugin role runs first so the simulated GPU nodes advertise nvidia.com/gpu;
+the test server's kubelet stand-in runs a GPU pod to `Test PASSED` where it fits and leaves
+it Pending/Unschedulable (with the scheduler's message) where it does not.
+"""
+import pytest
+
+from test_device_plugin_role import BASE, cluster, failure, run_playbook  # noqa: F401  pylint: disable=import-error,unused-import
+
+kubernetes = pytest.importorskip("kubernetes")
+
+PLAYBOOK = """
+- name: Deploy the device plugin and validate the GPU nodes
+  hosts: localhost
+  gather_facts: false
+  roles:
+    - role: kubegpu.nvidia.k8s_device_plugin
+      when: with_plugin | default(true) | bool
+    - role: kubegpu.nvidia.gpu_validation
+"""
+
+VALIDATION = {"gpu_validation_delay": 1, "gpu_validation_timeout": 30, "gpu_validation_unschedulable_timeout": 3}
+
+
+def validation_pods(cluster_):  # pylint: disable=redefined-outer-name
+    return cluster_["core"].list_namespaced_pod("gpu-validation").items
+
+
+def test_every_gpu_node_passes_and_the_pods_are_deleted(cluster):  # pylint: disable=redefined-outer-name
+    (cluster["dir"] / "validate.yml").write_text(PLAYBOOK)
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, **VALIDATION),
+                                     playbook="validate.yml")
+    assert rc == 0, failure(tasks)
+    results = tasks["Record the result per node"]["ansible_facts"]["gpu_validation_results"]
+    assert [(r["node"], r["passed"], r["phase"]) for r in results] == [
+        ("h100", True, "Succeeded"), ("ip-10-66-0-4", True, "Succeeded")]
+    table = tasks["Show the result per node"]["msg"]
+    assert table[0].split() == ["NODE", "RESULT", "DETAIL"]
+    assert table[1].split()[:2] == ["h100", "PASS"]
+    assert validation_pods(cluster) == []
+    # the pods come and go: only the namespace is a change
+    assert [name for name in ("Remove validation pods left from an earlier run", "Start one vector-add pod per GPU node",
+                              "Delete the validation pods") if tasks[name].get("changed")] == []
+
+
+def test_a_node_that_cannot_take_the_pod_fails_with_the_scheduler_reason(cluster):  # pylint: disable=redefined-outer-name
+    (cluster["dir"] / "validate.yml").write_text(PLAYBOOK)
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"],
+                                     dict(BASE, gpu_validation_nodes=["h100", "cpu"], **VALIDATION),
+                                     playbook="validate.yml")
+    assert rc != 0
+    name, result = failure(tasks)
+    assert name == "Fail when a node did not pass"
+    assert "GPU validation failed on 1 of 2 node(s): cpu: Unschedulable: 0/3 nodes are available" in result["msg"]
+    assert "Insufficient nvidia.com/gpu" in result["msg"]
+    rows = {line.split()[0]: line.split()[1] for line in tasks["Show the result per node"]["msg"][1:]}
+    assert rows == {"h100": "PASS", "cpu": "FAIL"}
+    assert validation_pods(cluster) == []
