@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark kubegpu.nvidia.container_runtime_nvidia on a 2,000-line containerd config; prints its figures.
 
 The config is containerd 1.7's `config default` (Debian 13) padded with registry
@@ -103,7 +102,7 @@ def timed(func, runs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--lines", type=int, default=2000)
     parser.add_argument("--appended", action="store_true",

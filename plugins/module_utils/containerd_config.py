@@ -174,11 +174,19 @@ def _get(table, *keys):
     return table
 
 
-def _ensure(table, keys):
-    """Walk ``keys`` under ``table``, creating missing tables (headers only where needed)."""
+def _ensure(table, keys, step=0, depth=0):
+    """Walk ``keys`` under ``table``, creating missing tables (headers only where needed).
+
+    ``depth`` is the number of keys above ``table``; a created header is indented
+    ``step`` spaces per level, as containerd writes its own files.
+    """
     for key in keys:
+        depth += 1
         if key not in table:
-            table[key] = tomlkit.table(is_super_table=True)
+            new = tomlkit.table(is_super_table=True)
+            if step:
+                new.trivia.indent = "\n" + " " * (step * (depth - 1))
+            table[key] = new
         child = table[key]
         if not isinstance(child, MutableMapping):
             raise ConfigFileError("%s is a %s, expected a table" % (key, type(plain(child)).__name__))
@@ -186,8 +194,10 @@ def _ensure(table, keys):
     return table
 
 
-def _set(table, key, value):
-    """Set ``key`` only when its value differs; keep the file's string quoting style."""
+def _set(table, key, value, indent=None):
+    """Set ``key`` only when its value differs; keep the file's string quoting style.
+
+    A new key gets the indentation of its table's other keys, else ``indent``."""
     if key in table and plain(table[key]) == value:
         return False
     if isinstance(value, str) and key in table:
@@ -201,11 +211,11 @@ def _set(table, key, value):
     new_key = key not in table
     table[key] = value
     if new_key:
-        _match_key_indent(table, key)
+        _match_key_indent(table, key, indent)
     return True
 
 
-def _match_key_indent(table, key):
+def _match_key_indent(table, key, fallback=None):
     """Give a new key the indentation of the keys already in its table."""
     body = getattr(getattr(table, "value", None), "body", None)
     if not body:
@@ -219,6 +229,8 @@ def _match_key_indent(table, key):
             target = item
         else:
             indent = item.trivia.indent
+    if indent is None:
+        indent = fallback
     if indent is not None and target is not None:
         target.trivia.indent = indent
 
@@ -240,6 +252,15 @@ def _header_indent(table):
         return len(table.trivia.indent.replace("\n", "").replace("\r", ""))
     except AttributeError:
         return 0
+
+
+def _key_step(table, header_indent, default):
+    """How far the keys of ``table`` sit right of its header."""
+    body = getattr(getattr(table, "value", None), "body", None) or []
+    for item_key, item in body:
+        if item_key is not None and not isinstance(item, MutableMapping) and hasattr(item, "trivia"):
+            return max(0, len(item.trivia.indent.replace("\n", "")) - header_indent)
+    return default
 
 
 def source_runtime(containerd, name):
@@ -280,7 +301,7 @@ def _new_runtime_data(source, runtime_path):
 # ---------------------------------------------------------------- editing
 
 def apply_present(doc, version, runtime_name, runtime_path, set_as_default=False, cdi=None,
-                  reference=None):
+                  reference=None, step=0):
     """Add/refresh our runtime in ``doc`` (a tomlkit document) in place.
 
     ``reference`` is a second document to take the source runtime from when ``doc``
@@ -290,9 +311,9 @@ def apply_present(doc, version, runtime_name, runtime_path, set_as_default=False
     created = not len(doc)
     if created and version != 1:
         doc["version"] = version
-    cri = _ensure(doc, ["plugins", cri_name])
-    containerd = _ensure(cri, ["containerd"])
-    runtimes = _ensure(containerd, ["runtimes"])
+    cri = _ensure(doc, ["plugins", cri_name], step)
+    containerd = _ensure(cri, ["containerd"], step, 2)
+    runtimes = _ensure(containerd, ["runtimes"], step, 3)
 
     src_name, src = source_runtime(containerd, runtime_name)
     if src is None and reference is not None:
@@ -302,9 +323,12 @@ def apply_present(doc, version, runtime_name, runtime_path, set_as_default=False
 
     if runtime_name not in runtimes:
         data = _new_runtime_data(src, runtime_path)
-        indent = _header_indent(runtimes[src_name]) if src_name and src_name in runtimes else 0
+        indent, key_step = step * 4, step
+        if src_name and src_name in runtimes:
+            indent = _header_indent(runtimes[src_name])
+            key_step = _key_step(runtimes[src_name], indent, step)
         keys = ["plugins", cri_name, "containerd", "runtimes", runtime_name]
-        snippet = tomlkit.parse(render_table(keys, data, indent, literal=_uses_literal(src)) + "\n")
+        snippet = tomlkit.parse(render_table(keys, data, indent, key_step, literal=_uses_literal(src)) + "\n")
         new_table = _get(snippet, *keys)
         if hasattr(runtimes, "raw_append"):
             runtimes.raw_append(runtime_name, new_table)
@@ -314,23 +338,23 @@ def apply_present(doc, version, runtime_name, runtime_path, set_as_default=False
         ours = runtimes[runtime_name]
         if not isinstance(ours, MutableMapping):
             raise ConfigFileError("runtimes.%s is not a table" % runtime_name)
-        _set(ours, "runtime_type", RUNC_V2)
-        options = _ensure(ours, ["options"])
-        _set(options, "BinaryName", runtime_path)
+        _set(ours, "runtime_type", RUNC_V2, " " * (step * 5))
+        options = _ensure(ours, ["options"], step, 5)
+        _set(options, "BinaryName", runtime_path, " " * (step * 6))
         src_options = _get(src, "options") if src is not None else None
         if src_options is not None and "SystemdCgroup" in src_options and "SystemdCgroup" not in options:
-            _set(options, "SystemdCgroup", plain(src_options["SystemdCgroup"]))
+            _set(options, "SystemdCgroup", plain(src_options["SystemdCgroup"]), " " * (step * 6))
 
-    _apply_default(containerd, runtimes, runtime_name, set_as_default)
+    _apply_default(containerd, runtimes, runtime_name, set_as_default, " " * (step * 3))
     if cdi is not None:
-        _set(cri, "enable_cdi", bool(cdi))
+        _set(cri, "enable_cdi", bool(cdi), " " * (step * 2))
     return doc
 
 
-def _apply_default(containerd, runtimes, runtime_name, set_as_default):
+def _apply_default(containerd, runtimes, runtime_name, set_as_default, indent=None):
     current = plain(_get(containerd, "default_runtime_name"))
     if set_as_default:
-        _set(containerd, "default_runtime_name", runtime_name)
+        _set(containerd, "default_runtime_name", runtime_name, indent)
     elif current == runtime_name:
         _unset_default(containerd, runtimes, runtime_name)
 
@@ -353,9 +377,18 @@ def apply_absent(doc, version, runtime_name):
     if containerd is None:
         return doc
     runtimes = _get(containerd, "runtimes")
-    if runtimes is not None:
-        _delete(runtimes, runtime_name)
+    removed = runtimes is not None and _delete(runtimes, runtime_name)
     _unset_default(containerd, runtimes, runtime_name)
+    if removed:
+        # drop the tables that only existed to hold our runtime
+        path = ["plugins", CRI_PLUGIN[version], "containerd", "runtimes"]
+        while path:
+            table = _get(doc, *path)
+            if not isinstance(table, Mapping) or len(table):
+                break
+            parent = _get(doc, *path[:-1]) if len(path) > 1 else doc
+            del parent[path[-1]]
+            path.pop()
     return doc
 
 
@@ -391,7 +424,8 @@ def edit_text(text, path, state, runtime_name, runtime_path, set_as_default=Fals
     else:
         version = config_version(doc, path)
     if state == "present":
-        apply_present(doc, version, runtime_name, runtime_path, set_as_default, cdi, reference)
+        step = 2 if re.search(r"^[ \t]+\[", masked, re.M) else 0
+        apply_present(doc, version, runtime_name, runtime_path, set_as_default, cdi, reference, step)
     else:
         apply_absent(doc, version, runtime_name)
     new_text = tomlkit.dumps(doc)

@@ -22,6 +22,7 @@ CORPUS = {
     "containerd-1.7-default.toml": (2, "runc", False),
     "containerd-2.1-default.toml": (3, "runc", False),
     "containerd-2.x-systemd.toml": (3, "runc", True),
+    "containerd-debian-12-package.toml": (2, None, False),
     "containerd-v1.toml": (1, "runc", True),
     "containerd-systemd-cgroup-comments.toml": (2, "runc", True),
     "containerd-existing-nvidia.toml": (2, None, True),
@@ -70,7 +71,7 @@ def test_present_content(name):
                 assert nvidia["options"][key] == value, key
     # every other runtime and every comment is still there
     before = load(text)
-    for other, table_before in cri(before, version)["containerd"].get("runtimes", {}).items():
+    for other, table_before in cri(before, version).get("containerd", {}).get("runtimes", {}).items():
         if other != "nvidia":
             assert table["containerd"]["runtimes"][other] == table_before
     for line in text.splitlines():
@@ -106,7 +107,7 @@ def test_absent_after_present_restores(name):
     added, version = cc.edit_text(text, name, "present", "nvidia", NV, set_as_default=True)
     removed, _v = cc.edit_text(added, name, "absent", "nvidia", NV)
     data = load(removed)
-    containerd = cri(data, version)["containerd"]
+    containerd = cri(data, version).get("containerd", {})
     assert "nvidia" not in containerd.get("runtimes", {})
     assert containerd.get("default_runtime_name", "runc") != "nvidia"
     original = load(text)
@@ -116,7 +117,7 @@ def test_absent_after_present_restores(name):
         orig_default = cri(original, version).get("containerd", {}).get("default_runtime_name")
         if orig_default not in (None, "runc"):
             cri(expected, version)["containerd"]["default_runtime_name"] = "runc"
-        elif orig_default is None and "runc" in cri(original, version)["containerd"].get("runtimes", {}):
+        elif orig_default is None and "runc" in cri(original, version).get("containerd", {}).get("runtimes", {}):
             cri(expected, version)["containerd"]["default_runtime_name"] = "runc"
         assert data == expected
     again, _v = cc.edit_text(removed, name, "absent", "nvidia", NV)
