@@ -1,0 +1,46 @@
+"""A runtime that fails to restart after the change gets its backup back, runs again, and the host fails."""
+
+import json
+import os
+import subprocess
+
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+    os.environ["MOLECULE_INVENTORY_FILE"]
+).get_hosts("container-runtime-docker")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def backups(host):
+    return set(host.check_output("find /etc/docker -maxdepth 1 -name 'daemon.json.*~'").split())
+
+
+def test_restart_failure_restores_the_backup(host):
+    before = host.file("/etc/docker/daemon.json").content_string
+    assert "nvidia" in json.loads(before)["runtimes"]
+    backups_before = backups(host)
+
+    result = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(HERE, "..", "restart_failure.yml")],
+        capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "failed=1" in output, output
+    # both outcomes: the first restart's error, and the restart with the restored file
+    assert "Restarting docker after adding the runc runtime failed" in output, output
+    assert "Unable to restart service docker" in output, output
+    assert "runtime name 'runc' is reserved" in output, output  # dockerd's own error, from its log
+    assert "The previous configuration was restored from /etc/docker/daemon.json." in output, output
+    assert "The runtime was restarted with it and runs again." in output, output
+
+    # the module made a backup of the working file and the role put it back
+    new_backups = backups(host) - backups_before
+    assert len(new_backups) == 1, new_backups
+    assert host.file("/etc/docker/daemon.json").content_string == before
+    assert host.file(new_backups.pop()).content_string == before
+    assert host.service("docker").is_running
+    runtimes = json.loads(host.check_output("docker info --format '{{json .Runtimes}}'"))
+    assert runtimes["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
