@@ -75,7 +75,9 @@ def parse(text, path):
 
 def mask_template(text):
     """Turn whole-line Go template directives into comments so the rest parses as TOML."""
-    lines = (text or "").split("\n")
+    if "{{" not in (text or ""):
+        return text or "", []
+    lines = text.split("\n")
     saved = []
     for index, line in enumerate(lines):
         if _TEMPLATE_LINE.match(line):
