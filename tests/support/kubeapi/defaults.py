@@ -1,10 +1,17 @@
 """Defaulting, admission and immutable-field checks, per kind, as kube-apiserver does them."""
 
-import copy
 import hashlib
 
 from . import errors
 from .resources import BY_PATH
+
+
+def clone(obj):
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [clone(v) for v in obj]
+    return obj
 
 DEFAULT_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
@@ -168,7 +175,7 @@ def apply(store, res, obj, old):
         obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif kind == "ResourceQuota":
         if old is None:
-            hard = copy.deepcopy((spec or {}).get("hard") or {})
+            hard = clone((spec or {}).get("hard") or {})
             obj["status"] = {"hard": hard, "used": {k: "0" for k in hard}}
     elif kind == "Service":
         spec = obj.setdefault("spec", {})
@@ -220,7 +227,7 @@ def admit(store, res, obj):
 
 
 def _pod_spec_mutable_view(spec):
-    view = copy.deepcopy(spec)
+    view = clone(spec)
     for key in ("containers", "initContainers"):
         for ctr in view.get(key) or []:
             ctr.pop("image", None)

@@ -13,7 +13,6 @@ sees the settled state:
 * Job, Deployment, PodDisruptionBudget and ResourceQuota status.
 """
 
-import copy
 import hashlib
 import json
 
@@ -22,7 +21,7 @@ import yaml
 from . import labelsel as selectors
 from .errors import ApiError
 from .resources import BY_PATH
-from .store import SIMULATED_GPUS, now, random_suffix
+from .store import SIMULATED_GPUS, clone, now, random_suffix
 
 NODES = BY_PATH[("", "v1", "nodes")]
 PODS = BY_PATH[("", "v1", "pods")]
@@ -229,8 +228,8 @@ def _owned_pods(store, owner):
 def _new_pod(store, owner, template, name, node_name=None, extra_labels=None):
     """Create a controller's pod from its template (None when admission refuses it)."""
     pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": copy.deepcopy(template.get("metadata") or {}),
-           "spec": copy.deepcopy(template.get("spec") or {})}
+           "metadata": clone(template.get("metadata") or {}),
+           "spec": clone(template.get("spec") or {})}
     meta = pod["metadata"]
     meta["name"] = name
     meta["namespace"] = owner["metadata"]["namespace"]
@@ -295,7 +294,7 @@ def daemonset_status(store, nodes):
         if len(wanted) - len(ready) > 0:
             status["numberUnavailable"] = len(wanted) - len(ready)
         if ds.get("status") != status:
-            new = copy.deepcopy(ds)
+            new = clone(ds)
             new["status"] = status
             store.put_internal(DAEMONSETS, new)
 
@@ -351,7 +350,7 @@ def job_status(store):
                  "message": "Job has reached the specified backoff limit", "lastProbeTime": ts,
                  "lastTransitionTime": ts}]
         if job.get("status") != status:
-            new = copy.deepcopy(job)
+            new = clone(job)
             new["status"] = status
             store.put_internal(JOBS, new)
 
@@ -369,7 +368,7 @@ def deployment_status(store):
              "message": "Deployment has minimum availability.", "lastUpdateTime": now(),
              "lastTransitionTime": now()}]
         if old != status:
-            new = copy.deepcopy(dep)
+            new = clone(dep)
             new["status"] = status
             store.put_internal(DEPLOYMENTS, new)
 
@@ -397,15 +396,17 @@ def node_gpu_resources(store, nodes):
                 if config is not None:
                     name, replicas = config
                     advertised[name] = str(count * replicas)
-        new_status = copy.deepcopy(status)
+        current = {k: v for k, v in (status.get("allocatable") or {}).items() if k.startswith("nvidia.com/")}
+        current_cap = {k: v for k, v in (status.get("capacity") or {}).items() if k.startswith("nvidia.com/")}
+        if current == advertised and current_cap == advertised:
+            continue
+        new = clone(node)
+        new_status = new.setdefault("status", {})
         for key in ("capacity", "allocatable"):
             block = {k: v for k, v in (new_status.get(key) or {}).items() if not k.startswith("nvidia.com/")}
             block.update(advertised)
             new_status[key] = block
-        if new_status != status:
-            new = copy.deepcopy(node)
-            new["status"] = new_status
-            store.put_internal(NODES, new)
+        store.put_internal(NODES, new)
 
 
 def _plugin_pod_ready(store, pod, nodes_by_name):
@@ -553,7 +554,7 @@ def schedule_pods(store, nodes):
             continue
         if status.get("containerStatuses"):
             continue
-        new = copy.deepcopy(pod)
+        new = clone(pod)
         new.setdefault("status", {})
         spec = new["spec"]
         node_name = spec.get("nodeName")
@@ -620,7 +621,7 @@ def refresh_plugin_pods(store, nodes):
                 continue
             ready = _plugin_pod_ready(store, pod, nodes_by_name)
             if ready != _pod_ready(pod):
-                new = copy.deepcopy(pod)
+                new = clone(pod)
                 new["status"]["containerStatuses"] = []
                 node = nodes_by_name.get(pod["spec"]["nodeName"])
                 if node is not None:
@@ -671,7 +672,7 @@ def pdb_statuses(store):
     for pdb in store.all(PDBS):
         status = pdb_status(store, pdb)
         if pdb.get("status") != status:
-            new = copy.deepcopy(pdb)
+            new = clone(pdb)
             new["status"] = status
             store.put_internal(PDBS, new)
 
@@ -692,7 +693,7 @@ def quota_statuses(store):
                 used[key] = (quota.get("status") or {}).get("used", {}).get(key, "0")
         status = {"hard": dict(hard), "used": used}
         if quota.get("status") != status:
-            new = copy.deepcopy(quota)
+            new = clone(quota)
             new["status"] = status
             store.put_internal(QUOTAS, new)
 
@@ -709,7 +710,7 @@ def node_lifecycle(store, nodes):
         want = bool(spec.get("unschedulable"))
         if has == want:
             continue
-        new = copy.deepcopy(node)
+        new = clone(node)
         if want:
             new.setdefault("spec", {}).setdefault("taints", []).append(
                 {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule", "timeAdded": now()})

@@ -1,8 +1,15 @@
 """PATCH bodies: strategic merge (Kubernetes), JSON merge (RFC 7386) and JSON patch (RFC 6902)."""
 
-import copy
 
 from .errors import ApiError
+
+
+def clone(obj):
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [clone(v) for v in obj]
+    return obj
 
 # Lists that strategic merge patch merges by a key; every other list is atomic
 # (replaced whole), like tolerations, node taints, args or command.
@@ -37,11 +44,11 @@ def strategic_merge(original, patch, _field=None, _parent=None):
     if not isinstance(patch, dict):
         raise ApiError(400, "BadRequest", "strategic merge patch must be a JSON object")
     if patch.get("$patch") == "replace":
-        out = {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        out = {k: clone(v) for k, v in patch.items() if k != "$patch"}
         return out
     if patch.get("$patch") == "delete":
         return None
-    result = copy.deepcopy(original) if isinstance(original, dict) else {}
+    result = clone(original) if isinstance(original, dict) else {}
     retain = patch.get("$retainKeys")
     for key, value in patch.items():
         if key in ("$patch", "$retainKeys"):
@@ -104,7 +111,7 @@ def _merge_list(current, patch_items, merge_key, field):
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch_items):
         return [_strip_directives(p) for p in patch_items
                 if not (isinstance(p, dict) and p.get("$patch") == "replace")]
-    result = copy.deepcopy(current)
+    result = clone(current)
     for item in patch_items:
         if not isinstance(item, dict) or merge_key not in item:
             raise invalid_patch("map: %r does not contain declared merge key: %s" % (item, merge_key))
@@ -138,8 +145,8 @@ def _reorder(result, field, order):
 def merge_patch(original, patch):
     """RFC 7386."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(original) if isinstance(original, dict) else {}
+        return clone(patch)
+    result = clone(original) if isinstance(original, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -222,21 +229,21 @@ def json_patch(original, ops):
     """RFC 6902."""
     if not isinstance(ops, list):
         raise ApiError(400, "BadRequest", "json patch must be a list of operations")
-    doc = copy.deepcopy(original)
+    doc = clone(original)
     for op in ops:
         name = op.get("op") if isinstance(op, dict) else None
         path = op.get("path", "") if isinstance(op, dict) else ""
         if name == "add":
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            doc = _add(doc, path, clone(op.get("value")))
         elif name == "remove":
             _remove(doc, path)
         elif name == "replace":
-            doc = _add(doc, path, copy.deepcopy(op.get("value")), "replace", replace=True)
+            doc = _add(doc, path, clone(op.get("value")), "replace", replace=True)
         elif name == "move":
             value = _remove(doc, op.get("from", ""), "move")
             doc = _add(doc, path, value, "move")
         elif name == "copy":
-            value = copy.deepcopy(_get(doc, op.get("from", ""), "copy"))
+            value = clone(_get(doc, op.get("from", ""), "copy"))
             doc = _add(doc, path, value, "copy")
         elif name == "test":
             if _get(doc, path, "test") != op.get("value"):

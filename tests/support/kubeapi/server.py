@@ -1,7 +1,6 @@
 """HTTP(S) front of the Kubernetes API test server."""
 
 import base64
-import copy
 import json
 import os
 import re
@@ -18,7 +17,7 @@ import yaml
 from . import errors, kubelet, resources
 from .errors import ApiError
 from .resources import BY_PATH
-from .store import Store
+from .store import Store, clone
 
 SERVER_VERSION = {
     "major": "1", "minor": "31", "gitVersion": "v1.31.4", "gitCommit": "a78aa47129b8539636eb86a9d00e31b2720fe06b",
@@ -357,7 +356,8 @@ class Handler(BaseHTTPRequestHandler):
             if namespace is None:
                 raise errors.bad_request("the namespace of the object must be given")
         with store.lock:
-            if store.dirty:
+            if store.dirty and (verb in READ_VERBS or sub in ("log", "eviction")):
+                # reads see the settled cluster; writes do not wait for the controllers
                 kubelet.reconcile(store)
             if sub == "log":
                 return self._log(res, namespace, name, query)
@@ -365,7 +365,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self._evict(res, namespace, name, body, dry_run)
             code = 200
             if verb == "list":
-                items, rv = store.list(res, namespace, q("labelSelector"), q("fieldSelector"))
+                # stored objects are replaced on write, never changed in place: no copy needed
+                items, rv = store.list(res, namespace, q("labelSelector"), q("fieldSelector"),
+                                       copy_items=False)
                 limit = int(q("limit", "0") or 0)
                 start = int(base64.b64decode(q("continue")).decode()) if q("continue") else 0
                 meta = {"resourceVersion": rv}
@@ -562,6 +564,7 @@ class KubeAPIServer:
         self._httpd = None
         self._threads = []
         self._wake_event = threading.Event()
+        self._last_write = 0.0
         self._tmpdir = None
         self.ca_path = None
 
@@ -612,15 +615,23 @@ class KubeAPIServer:
         self.stop()
 
     def _wake(self):
+        self._last_write = time.monotonic()
         self._wake_event.set()
 
     def _settle_loop(self):
+        """Run the controllers once writes pause (at the latest 2 s after the first one).
+
+        Reads settle the cluster by themselves; this makes it move without readers (watches).
+        """
         while not self._stopping:
             self._wake_event.wait(1.0)
             self._wake_event.clear()
+            first = time.monotonic()
+            while not self._stopping and time.monotonic() - first < 2.0 \
+                    and time.monotonic() - self._last_write < 0.2:
+                time.sleep(0.05)
             if self._stopping:
                 break
-            time.sleep(0.05)
             with self.store.lock:
                 if self.store.dirty:
                     kubelet.reconcile(self.store)
@@ -714,4 +725,4 @@ class KubeAPIServer:
         with self.store.lock:
             if self.store.dirty:
                 kubelet.reconcile(self.store)
-            return copy.deepcopy(self.store.all(res, namespace))
+            return clone(self.store.all(res, namespace))
