@@ -352,6 +352,8 @@ def test_fault_and_request_endpoints_over_http(kube, kube_server):
 def test_kubectl_get_label_taint_cordon(kube):
     node = kube.node(labels={"kubegpu.io/test": "kubectl"})
     assert node in kube.kubectl("get", "nodes", "-l", "kubegpu.io/test=kubectl", "-o", "name", check=True).stdout
+    header, row = kube.kubectl("get", "nodes", node, check=True).stdout.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"] and row.split()[0] == node
     kube.kubectl("label", "node", node, "nvidia.com/gpu.present=true", check=True)
     refused = kube.kubectl("label", "node", node, "nvidia.com/gpu.present=false")
     assert refused.returncode != 0 and "--overwrite" in refused.stderr

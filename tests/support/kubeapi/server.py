@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import errors, kubelet, resources
+from . import errors, kubelet, resources, tables
 from .errors import ApiError
 from .resources import BY_PATH
 from .store import Store, clone
@@ -413,6 +413,13 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.method_not_allowed()
             if verb in WRITE_VERBS and store.dirty and not dry_run:
                 api._wake()
+            if verb in ("list", "get") and tables.wants_table(self.headers.get("Accept")):
+                objects = out["items"] if verb == "list" else [out]
+                rv = out["metadata"].get("resourceVersion", "")
+                table = tables.table(res, objects, rv, q("includeObject", "Metadata"))
+                if verb == "list" and out["metadata"].get("continue"):
+                    table["metadata"]["continue"] = out["metadata"]["continue"]
+                out = table
         record["code"] = code
         self._send(code, out)
 
@@ -483,7 +490,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
+        as_table = tables.wants_table(self.headers.get("Accept"))
+
         def emit(kind, obj):
+            if as_table:
+                obj = tables.table(res, [obj], obj["metadata"].get("resourceVersion", ""),
+                                   q("includeObject", "Metadata"))
             line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
             self.wfile.flush()
