@@ -4,14 +4,7 @@ import hashlib
 
 from . import errors
 from .resources import BY_PATH
-
-
-def clone(obj):
-    if isinstance(obj, dict):
-        return {k: clone(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [clone(v) for v in obj]
-    return obj
+from .util import clone
 
 DEFAULT_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",

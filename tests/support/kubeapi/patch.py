@@ -2,14 +2,7 @@
 
 
 from .errors import ApiError
-
-
-def clone(obj):
-    if isinstance(obj, dict):
-        return {k: clone(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [clone(v) for v in obj]
-    return obj
+from .util import clone
 
 # Lists that strategic merge patch merges by a key; every other list is atomic
 # (replaced whole), like tolerations, node taints, args or command.

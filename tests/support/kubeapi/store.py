@@ -8,6 +8,7 @@ from collections import deque
 
 from . import errors, labelsel as selectors, patch as patching, resources, validation
 from .resources import BY_PATH
+from .util import clone
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 SIMULATED_GPUS = "kubegpu.io/simulated-gpus"
@@ -22,15 +23,6 @@ def now():
 
 def random_suffix(n=5):
     return "".join(random.choice(NAME_CHARS) for _i in range(n))
-
-
-def clone(obj):
-    """A deep copy of JSON-like data (much faster than copy.deepcopy)."""
-    if isinstance(obj, dict):
-        return {k: clone(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [clone(v) for v in obj]
-    return obj
 
 
 def _without(obj, *keys):
