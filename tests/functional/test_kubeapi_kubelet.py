@@ -251,3 +251,30 @@ def test_resource_quota_counts_gpu_requests(kube, gpu_cluster):
     with pytest.raises(ApiException) as info:
         core.create_namespaced_pod(ns, gpu_pod("over", gpus="3", node_selector={"kubernetes.io/hostname": h100}))
     assert info.value.status == 403 and "exceeded quota: gpus" in json.loads(info.value.body)["message"]
+
+
+def test_runtime_class_is_required_and_its_node_selector_applies(kube, gpu_cluster):
+    core, ns, h100, _t4, _cpu = gpu_cluster
+    kube.apps().create_namespaced_daemon_set(ns, device_plugin(ns))
+    body = gpu_pod("rc")
+    body["spec"]["runtimeClassName"] = "nvidia"
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(ns, body)
+    assert info.value.status == 403 and 'RuntimeClass "nvidia" not found' in json.loads(info.value.body)["message"]
+    client.NodeV1Api(kube.api_client()).create_runtime_class({
+        "metadata": {"name": "nvidia"}, "handler": "nvidia",
+        "scheduling": {"nodeSelector": {"kubernetes.io/hostname": h100}}})
+    pod = core.create_namespaced_pod(ns, body)
+    assert pod.spec.node_selector == {"kubernetes.io/hostname": h100}
+    assert core.read_namespaced_pod("rc", ns).spec.node_name == h100
+
+
+def test_nodes_without_the_annotation_keep_the_status_they_were_given(kube, kube_server):
+    core = kube.core()
+    node = kube.node(addresses=[{"type": "InternalIP", "address": "10.1.2.3"}])
+    core.patch_node_status(node, {"status": {"allocatable": {"nvidia.com/gpu": "2"},
+                                             "capacity": {"nvidia.com/gpu": "2"}}})
+    got = core.read_node(node).status
+    assert got.allocatable["nvidia.com/gpu"] == "2"
+    assert [(a.type, a.address) for a in got.addresses] == [("InternalIP", "10.1.2.3")]
+    assert next(c for c in got.conditions if c.type == "Ready").status == "True"

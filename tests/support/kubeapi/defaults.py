@@ -206,6 +206,25 @@ def admit(store, res, obj):
                    for t in tolerations):
             tolerations.append(dict(tol))
     _quota_admission(store, obj)
+    rc_name = spec.get("runtimeClassName")
+    if rc_name:
+        rc = store.find(BY_PATH[("node.k8s.io", "v1", "runtimeclasses")], None, rc_name)
+        if rc is None:
+            raise errors.forbidden('pods "%s" is forbidden: pod rejected: RuntimeClass "%s" not found'
+                                   % (obj["metadata"].get("name") or "", rc_name))
+        scheduling = rc.get("scheduling") or {}
+        for key, value in (scheduling.get("nodeSelector") or {}).items():
+            selector = spec.setdefault("nodeSelector", {})
+            if selector.get(key, value) != value:
+                raise errors.forbidden('pods "%s" is forbidden: conflict: runtimeClass.scheduling.nodeSelector'
+                                       '[%s] = %s; pod.spec.nodeSelector[%s] = %s'
+                                       % (obj["metadata"].get("name") or "", key, value, key, selector[key]))
+            selector[key] = value
+        for tol in scheduling.get("tolerations") or []:
+            if tol not in spec.setdefault("tolerations", []):
+                spec["tolerations"].append(clone(tol))
+        if rc.get("overhead"):
+            spec["overhead"] = clone(rc["overhead"].get("podFixed") or {})
     pc_name = spec.get("priorityClassName")
     if pc_name:
         pc = store.find(BY_PATH[("scheduling.k8s.io", "v1", "priorityclasses")], None, pc_name)

@@ -381,8 +381,8 @@ def node_gpu_resources(store, nodes):
         meta = node["metadata"]
         annotated = SIMULATED_GPUS in (meta.get("annotations") or {})
         status = node.get("status") or {}
-        if not annotated and not any(k.startswith("nvidia.com/") for k in status.get("allocatable") or {}):
-            continue
+        if not annotated:
+            continue  # not a simulated GPU node: its status stays as its creator wrote it
         advertised = {}
         if annotated:
             try:
