@@ -118,8 +118,8 @@ def test_allocatable_appears_per_config_and_second_run_changes_nothing(cluster):
     ds = cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
     assert ds.status.desired_number_scheduled == ds.status.number_ready == 2
     capacity = tasks["Record the GPU capacity per node"]["ansible_facts"]["k8s_device_plugin_capacity"]
-    assert {(c["node"], c["host"], c["expected"]) for c in capacity} == {("h100", "h100", 8),
-                                                                        ("ip-10-66-0-4", "t4", 4)}
+    expected = {("h100", "h100", 8), ("ip-10-66-0-4", "t4", 4)}
+    assert {(c["node"], c["host"], c["expected"]) for c in capacity} == expected
 
     rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], SHARED_T4)
     assert rc == 0, failure(tasks)

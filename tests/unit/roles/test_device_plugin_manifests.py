@@ -85,7 +85,7 @@ def validation_pods(request):
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_device_plugin_manifests_match_the_kubernetes_schema(rendered, version):
-    _, objects = rendered
+    objects = rendered[1]
     for obj in objects:
         try:
             kubernetes_validate.validate(obj, version, strict=True)
@@ -95,7 +95,7 @@ def test_device_plugin_manifests_match_the_kubernetes_schema(rendered, version):
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_validation_pods_match_the_kubernetes_schema(validation_pods, version):
-    _, pods = validation_pods
+    pods = validation_pods[1]
     assert pods
     for pod in pods:
         kubernetes_validate.validate(pod, version, strict=True)
@@ -113,7 +113,7 @@ def test_validation_never_widens_beyond_shipped_schemas():
 
 
 def test_objects_are_applied_namespace_first_daemonset_after_its_config(rendered):
-    _, objects = rendered
+    objects = rendered[1]
     kinds = [o["kind"] for o in objects]
     assert kinds[0] == "Namespace"
     assert kinds.index("ConfigMap") < kinds.index("DaemonSet")
