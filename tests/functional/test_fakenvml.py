@@ -280,7 +280,7 @@ print(pynvml.nvmlDeviceGetCount())
 def _have_node_image():
     if not shutil.which("docker"):
         return False
-    return subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True).returncode == 0
+    return subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True, check=False).returncode == 0
 
 
 @pytest.mark.skipif(not _have_node_image(), reason=f"needs Docker and the {NODE_IMAGE} image (lab/image/build.sh)")

@@ -1,0 +1,90 @@
+"""Every node reports exactly the GPUs its lab profile describes; the cpu node reports none."""
+import re
+
+import pytest
+
+FAMILY = {"9.0": "hopper", "8.0": "ampere", "7.5": "turing"}
+
+
+def sanitised(name):
+    """GFD label value of a product name ('Tesla T4' -> 'Tesla-T4'), written out for the lab's names."""
+    return re.sub(r"\s+", "-", re.sub(r"[^A-Za-z0-9_. -]", "", name).strip())
+
+
+def expected_device(index, gpu):
+    capability = "%d.%d" % tuple(gpu["compute_capability"])
+    mig = ({"current": gpu["mig_mode"], "pending": gpu["mig_pending"]} if "mig_mode" in gpu
+           else {"current": None, "pending": None})
+    return {
+        "index": index,
+        "name": gpu["name"],
+        "product": sanitised(gpu["name"]),
+        "uuid": gpu["uuid"],
+        "memory_mib": gpu["memory_total_mib"],
+        "pci_bus_id": gpu["pci_bus_id"],
+        "pci_device_id": "0x%08X" % gpu["pci_device_id"],
+        "compute_capability": capability,
+        "family": FAMILY[capability],
+        "mig": mig,
+    }
+
+
+@pytest.fixture(name="result")
+def fixture_result(facts_result):
+    return facts_result
+
+
+def test_module_changes_nothing(result):
+    assert result["changed"] is False
+    assert "failed" not in result or result["failed"] is False
+
+
+def test_facts_match_profile(profile, result):
+    name, content = profile
+    facts = result["ansible_facts"]["nvidia_gpu"]
+    if content is None:
+        assert facts["present"] is False
+        assert facts["count"] == 0
+        assert facts["source"] == "none"
+        assert facts["devices"] == []
+        assert facts["driver_version"] is None
+        assert facts["labels"] == {}
+        return
+    gpus = content["gpus"]
+    assert facts["present"] is True
+    assert facts["count"] == len(gpus)
+    assert facts["source"] == "nvml"
+    assert facts["driver_version"] == content["driver_version"]
+    cuda = content["cuda_driver_version"]
+    assert facts["cuda_driver_version"] == "%d.%d" % (cuda // 1000, cuda % 1000 // 10)
+    assert facts["devices"] == [expected_device(index, gpu) for index, gpu in enumerate(gpus)], name
+    assert not result.get("warnings"), result.get("warnings")
+
+
+def test_labels_match_profile(host, profile, result):
+    _name, content = profile
+    labels = result["ansible_facts"]["nvidia_gpu"]["labels"]
+    if content is None:
+        assert labels == {}
+        return
+    gpu = content["gpus"][0]
+    major, minor = gpu["compute_capability"]
+    driver = content["driver_version"]
+    machine = host.file("/sys/class/dmi/id/product_name")
+    expected = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.count": str(len(content["gpus"])),
+        "nvidia.com/gpu.product": sanitised(gpu["name"]),
+        "nvidia.com/gpu.memory": str(gpu["memory_total_mib"]),
+        "nvidia.com/gpu.family": FAMILY["%d.%d" % (major, minor)],
+        "nvidia.com/gpu.compute.major": str(major),
+        "nvidia.com/gpu.compute.minor": str(minor),
+        "nvidia.com/gpu.machine": sanitised(machine.content_string.strip()) if machine.exists else "unknown",
+        "nvidia.com/cuda.driver-version.full": driver,
+        "nvidia.com/cuda.driver-version.major": driver.split(".")[0],
+        "nvidia.com/cuda.driver-version.minor": driver.split(".")[1],
+        "nvidia.com/cuda.driver-version.revision": driver.split(".")[2],
+        "nvidia.com/cuda.runtime-version.full": "12.2",
+        "nvidia.com/mig.capable": "true" if "mig_mode" in gpu else "false",
+    }
+    assert {key: labels.get(key) for key in expected} == expected
