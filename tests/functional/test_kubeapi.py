@@ -69,6 +69,13 @@ def test_discovery_resolves_every_kind_for_the_dynamic_client(kube):
             ("policy/v1", "PodDisruptionBudget")):
         res = dyn.resources.get(api_version=api_version, kind=kind)
         assert res.kind == kind
+    nodes = dyn.resources.get(api_version="v1", kind="Node")
+    node = kube.node()
+    assert nodes.get(name=node).metadata.name == node
+    patched = nodes.patch(name=node, body={"metadata": {"labels": {"kubegpu.io/dynamic": "yes"}}},
+                          content_type="application/merge-patch+json")
+    assert patched.metadata.labels["kubegpu.io/dynamic"] == "yes"
+    assert node in [n.metadata.name for n in nodes.get(label_selector="kubegpu.io/dynamic=yes").items]
     pods = dyn.resources.get(api_version="v1", kind="Pod")
     assert {"log", "eviction", "status"} <= set(pods.subresources)
     assert dyn.resources.get(api_version="v1", kind="Node").namespaced is False
@@ -394,6 +401,13 @@ def test_watch_streams_changes(kube):
 
 
 # --------------------------------------------------------------------------- the command line
+def test_a_silent_connection_does_not_block_other_clients(kube, kube_server):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", kube_server.port), timeout=5):
+        assert kube.core().read_namespace("default", _request_timeout=5).metadata.name == "default"
+
+
 def test_command_line_writes_kubeconfig_and_port_file_and_stops_on_sigterm(tmp_path):
     support = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
     kubeconfig, port_file, pid_file = tmp_path / "kc", tmp_path / "port", tmp_path / "pid"

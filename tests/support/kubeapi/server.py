@@ -596,7 +596,10 @@ class KubeAPIServer:
             self.ca_path = ca_path
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert_path, key_path)
-            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
+            # the handshake happens in the connection's own thread: a client that connects and
+            # sends nothing (a port probe) cannot stall the accept loop
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True,
+                                                     do_handshake_on_connect=False)
         if self.kubeconfig_path is None:
             self._tmpdir = tempfile.mkdtemp(prefix="kubeapi-")
             self.kubeconfig_path = os.path.join(self._tmpdir, "kubeconfig")
