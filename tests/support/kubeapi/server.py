@@ -102,6 +102,8 @@ def _delete_answer(res, obj):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kubeapi-test"
+    # TCP_NODELAY as Go's net/http sets it: an answer written in pieces does not wait for delayed ACKs
+    disable_nagle_algorithm = True
 
     def log_message(self, format, *args):  # noqa: A002  (quiet)
         pass
