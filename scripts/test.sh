@@ -27,6 +27,7 @@ stage_build() {
 }
 
 stage_lint() {
+    antsibull-changelog lint
     ansible-lint --profile production --strict
 }
 
