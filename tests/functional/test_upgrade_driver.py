@@ -8,6 +8,7 @@ the validation pod, uncordon, and the stop-on-failure path.
 """
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -34,7 +35,7 @@ def run_upgrade(directory, kubeconfig, extra_vars=None):
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_PIPELINING="1",
                K8S_AUTH_KUBECONFIG=kubeconfig, KUBECONFIG=kubeconfig)
-    proc = __import__("subprocess").run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     try:
         out = json.loads(proc.stdout)
     except ValueError:
@@ -82,13 +83,21 @@ def cluster(kube_server, kube, tmp_path):  # pylint: disable=unused-argument
                                            "path": "/var/lib/kubelet/device-plugins"}}]}}}})
     for node in NODES.values():
         assert allocatable(core, node) == "2"
+    # as the device plugin role leaves it: pods reach the nvidia runtime through this RuntimeClass
+    try:
+        kubernetes.client.NodeV1Api(kube.api_client()).create_runtime_class(
+            {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+    except kubernetes.client.exceptions.ApiException as exc:
+        if exc.status != 409:
+            raise
     inventory = {
         "gpu_nodes": {"hosts": {host: {"ansible_connection": "local", "k8s_node_name": node}
                                 for host, node in NODES.items()}},
         "k8s_control": {"hosts": {"control": {"ansible_connection": "local"}}},
     }
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
-    return {"dir": tmp_path, "core": core, "ns": namespace, "kubeconfig": kube.kubeconfig}
+    return {"dir": tmp_path, "core": core, "ns": namespace, "kubeconfig": kube.kubeconfig,
+            "policy": kubernetes.client.PolicyV1Api(kube.api_client())}
 
 
 def allocatable(core, node):
@@ -107,11 +116,10 @@ def workload_pod(core, namespace, name, node, app):
                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}})
 
 
-def pdb(namespace, name, app, **spec):
-    kubernetes.client.PolicyV1Api(kubernetes.config.new_client_from_config(config_file=namespace[1])) \
-        .create_namespaced_pod_disruption_budget(namespace[0], {
-            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
-            "spec": dict(spec, selector={"matchLabels": {"app": app}})})
+def pdb(cluster_, name, app, **spec):  # pylint: disable=redefined-outer-name
+    cluster_["policy"].create_namespaced_pod_disruption_budget(cluster_["ns"], {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+        "spec": dict(spec, selector={"matchLabels": {"app": app}})})
 
 
 def pod_names(core, namespace, node):
@@ -129,9 +137,11 @@ def test_rolling_upgrade_cordons_drains_validates_and_uncordons(cluster):  # pyl
     core, ns = cluster["core"], cluster["ns"]
     workload_pod(core, ns, "web-a", "node-a", "web")
     workload_pod(core, ns, "web-b", "node-b", "web")
-    pdb((ns, cluster["kubeconfig"]), "web", "web", maxUnavailable=1)
+    pdb(cluster, "web", "web", maxUnavailable=1)
     plugin_pods = {node: daemonset_pods(core, ns, node) for node in NODES.values()}
     assert all(len(uids) == 1 for uids in plugin_pods.values())
+    for node, pod in (("node-a", "web-a"), ("node-b", "web-b")):
+        assert pod in pod_names(core, ns, node) and len(pod_names(core, ns, node)) == 2
 
     rc, events = run_upgrade(cluster["dir"], cluster["kubeconfig"])
     assert rc == 0, [(h, n, r.get("msg")) for h, n, r in events if r.get("failed")]
@@ -145,24 +155,25 @@ def test_rolling_upgrade_cordons_drains_validates_and_uncordons(cluster):  # pyl
         assert result(events, host, "Drain the node")["changed"] is True
         assert "nvidia_driver_skip is true" in result(events, host, "Report that the driver is left as it is")["msg"]
         assert result(events, host, "Uncordon the node")["changed"] is True
-        # the workload was evicted (the PDB allowed one at a time), the plugin's DaemonSet pod kept
-        assert pod_names(core, ns, node) == sorted(
-            p.metadata.name for p in core.list_namespaced_pod(ns, field_selector="spec.nodeName=%s" % node).items
-            if p.metadata.owner_references[0].kind == "DaemonSet")
-        assert daemonset_pods(core, ns, node) == plugin_pods[node]
+        # the validation pod passed on this node while it was still cordoned
+        validation = result(events, host, "Record the result per node")["ansible_facts"]["gpu_validation_results"]
+        assert [(r["node"], r["passed"]) for r in validation] == [(node, True)]
+        # the workload was evicted (the PDB allows one at a time); only the plugin's DaemonSet pod, the same one, is left
+        assert [p.metadata.uid for p in core.list_namespaced_pod(
+            ns, field_selector="spec.nodeName=%s" % node).items] == plugin_pods[node]
         assert not core.read_node(node).spec.unschedulable
         assert allocatable(core, node) == "2"
     # serial 1: node-a was uncordoned before node-b was cordoned
     names = [(h, n) for h, n, r in events if not r.get("skipped")]
     assert names.index(("gpu-a", "Uncordon the node")) < names.index(("gpu-b", "Cordon the node"))
-    # the validation pod ran on each node while it was cordoned, and was removed
+    # the validation pods were removed
     assert core.list_namespaced_pod("gpu-validation").items == []
 
 
 def test_a_pdb_that_forbids_the_eviction_stops_the_play_with_the_node_cordoned(cluster):  # pylint: disable=redefined-outer-name
     core, ns = cluster["core"], cluster["ns"]
     workload_pod(core, ns, "db-0", "node-a", "db")
-    pdb((ns, cluster["kubeconfig"]), "db", "db", minAvailable=1)
+    pdb(cluster, "db", "db", minAvailable=1)
 
     rc, events = run_upgrade(cluster["dir"], cluster["kubeconfig"])
     assert rc != 0
@@ -215,7 +226,7 @@ def test_the_driver_role_does_nothing_when_the_wanted_driver_is_loaded(tmp_path)
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(facts),
                ANSIBLE_CACHE_PLUGIN_TIMEOUT="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_PIPELINING="1")
-    proc = __import__("subprocess").run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
     out = json.loads(proc.stdout)
     events = [("gpu-a", t["task"]["name"].split(" : ")[-1], t["hosts"]["gpu-a"])
               for p in out["plays"] for t in p["tasks"] if "gpu-a" in t["hosts"]]

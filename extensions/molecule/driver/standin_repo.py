@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build a signed local Debian mirror of stand-in NVIDIA driver packages for the `driver` scenario.
 
 The real bookworm driver stack is 136 packages and about 256 MiB to download, and its
@@ -62,7 +61,7 @@ def packages():
     """Return (component, name, version, depends, description, files) for every package."""
     result = []
     for version in DRIVER_VERSIONS:
-        upstream = version.split("-")[0]
+        upstream = version.split("-", maxsplit=1)[0]
         marker = ("stand-in for NVIDIA driver %s\n" % upstream).encode()
         result += [
             ("non-free", "nvidia-driver", version,

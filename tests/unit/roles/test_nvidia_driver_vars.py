@@ -189,9 +189,8 @@ def test_redhat_dkms_stream_exact_open_version_and_mirror(platform):
         "nvidia_driver_cuda_repo_url": "https://mirror.internal/cuda/el/",
         "nvidia_driver_cuda_repo_key": "https://mirror.internal/cuda/key.pub"})
     assert (repo["baseurl"], repo["gpgkey"]) == ("https://mirror.internal/cuda/el/", "https://mirror.internal/cuda/key.pub")
-    assert render(platform, "{{ _nvidia_driver_packages[-1] }}", {"nvidia_driver_fabric_manager": True,
-                                                                 "nvidia_driver_kernel_headers": False}) == \
-        "nvidia-fabric-manager"
+    fabric = {"nvidia_driver_fabric_manager": True, "nvidia_driver_kernel_headers": False}
+    assert render(platform, "{{ _nvidia_driver_packages[-1] }}", fabric) == "nvidia-fabric-manager"
 
 
 # ------------------------------------------------------------------ decisions
