@@ -312,3 +312,95 @@ def test_validation_pod_overrides():
     assert spec["priorityClassName"] == "gpu-workload"
     assert spec["containers"][0]["image"] == "mirror.local/cuda-sample:vectoradd"
     assert spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
+
+
+def node(name, labels=None, allocatable=None, addresses=None):
+    return {"metadata": {"name": name, "labels": labels or {}},
+            "status": {"allocatable": allocatable or {}, "addresses": addresses or []}}
+
+
+def test_capacity_matches_hosts_to_nodes_and_names_the_short_ones():
+    nodes = [node("node-a", {"kubernetes.io/hostname": "alpha"}, {"nvidia.com/gpu": "8"}),
+             node("ip-10-0-0-2", {"nvidia.com/device-plugin.config": "shared"}, {"nvidia.com/gpu": "2"},
+                  [{"type": "InternalIP", "address": "10.0.0.2"}]),
+             node("gamma", {}, {})]
+    hostvars = {
+        "alpha": {"ansible_facts": {"nvidia_gpu": {"count": 8}}},                       # by hostname label
+        "beta": {"ansible_host": "10.0.0.2", "ansible_facts": {"nvidia_gpu": {"count": 1}}},  # by InternalIP
+        "gamma": {"ansible_facts": {"nvidia_gpu": {"count": 2}}},                       # by name, no GPUs advertised
+        "delta": {"ansible_facts": {"nvidia_gpu": {"count": 1}}},                       # no node at all
+        "cpu": {"ansible_facts": {"nvidia_gpu": {"count": 0, "present": False}}},       # not a GPU host
+    }
+    variables = {"hostvars": hostvars, "k8s_device_plugin_gpu_hosts": list(hostvars),
+                 "k8s_device_plugin_configs": {"shared": {"sharing_strategy": "time-slicing", "replicas": 4}},
+                 "_k8s_device_plugin_nodes_info": {"resources": nodes}}
+    capacity = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_capacity }}", variables)
+    rows = {c["host"]: (c["node"], c["expected"], c["allocatable"], c["ok"]) for c in capacity}
+    assert rows == {"alpha": ("node-a", 8, 8, True), "beta": ("ip-10-0-0-2", 4, 2, False),
+                    "gamma": ("gamma", 2, 0, False), "delta": ("", 1, 0, False)}
+    message = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_short_message }}", variables)
+    assert "falls short on 3 node(s)" in message
+    assert "ip-10-0-0-2 (allocatable 2, expected 4 = 1 GPU(s) x 4 of config shared)" in message
+    assert "gamma (allocatable 0, expected 2" in message
+    assert "delta (no Kubernetes node matches this host" in message
+    assert "node-a" not in message
+
+
+def test_config_label_patches_only_where_the_label_differs():
+    nodes = [node("t4-a", {"nvidia.com/gpu.product": "Tesla-T4"}),
+             node("t4-b", {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/device-plugin.config": "t4"}),
+             node("h100", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+             node("special", {"nvidia.com/gpu.product": "Tesla-T4"})]
+    patches = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_node_label_patches }}", {
+        "k8s_device_plugin_configs": {"t4": {}, "pinned": {}},
+        "k8s_device_plugin_product_configs": {"Tesla-T4": "t4"},
+        "k8s_device_plugin_node_configs": {"special": "pinned"},
+        "_k8s_device_plugin_nodes_info": {"resources": nodes}})
+    assert patches == [
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": "t4-a", "labels": {"nvidia.com/device-plugin.config": "t4"}}},
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": "special", "labels": {"nvidia.com/device-plugin.config": "pinned"}}}]
+
+
+def pod(name, phase, conditions=None, reason=None, message=None):
+    status = {"phase": phase, "conditions": conditions or []}
+    if reason:
+        status.update(reason=reason, message=message)
+    return {"metadata": {"name": name}, "status": status}
+
+
+def test_validation_results_per_node():
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": "0/3 nodes are available: 1 Insufficient nvidia.com/gpu."}
+    pods = [pod("gpu-validation-ok", "Succeeded"), pod("gpu-validation-nolog", "Succeeded"),
+            pod("gpu-validation-full", "Pending", [unschedulable]),
+            pod("gpu-validation-rejected", "Failed", reason="OutOfnvidia.com/gpu", message="Node didn't have enough")]
+    logs = {"results": [{"item": {"metadata": {"name": "gpu-validation-ok"}}, "log": "...\nTest PASSED\nDone\n"},
+                        {"item": {"metadata": {"name": "gpu-validation-nolog"}}, "log": "CUDA error\n"}]}
+    variables = {"gpu_validation_nodes": ["ok", "nolog", "full", "rejected", "missing"],
+                 "_gpu_validation_pod_info": {"resources": pods}, "_gpu_validation_log_info": logs}
+    results = role_render.render("gpu_validation", "{{ _gpu_validation_results }}", variables)
+    table = {r["node"]: (r["passed"], r["reason"]) for r in results}
+    assert table["ok"] == (True, "Test PASSED")
+    assert table["nolog"] == (False, 'log lacks "Test PASSED": CUDA error')
+    assert table["full"] == (False, "Unschedulable: 0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    assert table["rejected"] == (False, "OutOfnvidia.com/gpu: Node didn't have enough")
+    assert table["missing"][0] is False and table["missing"][1].startswith("still Missing")
+    lines = role_render.render("gpu_validation", "{{ _gpu_validation_table }}", variables)
+    assert lines[0].split() == ["NODE", "RESULT", "DETAIL"]
+    assert lines[1].split()[:3] == ["ok", "PASS", "Test"]
+    assert lines[3].split()[:3] == ["full", "FAIL", "Unschedulable:"]
+
+
+def test_validation_stops_waiting_for_unschedulable_pods_after_their_grace():
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no"}
+    base = {"gpu_validation_nodes": ["a", "b"], "gpu_validation_delay": 2, "gpu_validation_unschedulable_timeout": 10}
+    pods = [pod("gpu-validation-a", "Succeeded"), pod("gpu-validation-b", "Pending", [unschedulable])]
+    early = dict(base, _gpu_validation_pod_info={"resources": pods, "attempts": 2})
+    late = dict(base, _gpu_validation_pod_info={"resources": pods, "attempts": 5})
+    assert role_render.render("gpu_validation", "{{ _gpu_validation_done }}", early) is False
+    assert role_render.render("gpu_validation", "{{ _gpu_validation_done }}", late) is True
+    running = dict(base, _gpu_validation_pod_info={"resources": [pods[0], pod("gpu-validation-b", "Running")],
+                                                   "attempts": 5})
+    assert role_render.render("gpu_validation", "{{ _gpu_validation_done }}", running) is False
