@@ -66,7 +66,7 @@ def test_corrupt_config_is_reported_and_left_alone(host, faults):
     assert host.file(NODE_CONFIG).sha256sum == before
 
 
-def test_check_mode_gives_the_same_facts(host):
+def test_check_mode_gives_the_same_facts(host, facts_result):
     checked = run_facts(host, check=True)
     assert checked["changed"] is False
-    assert checked["ansible_facts"] == run_facts(host)["ansible_facts"]
+    assert checked["ansible_facts"] == facts_result["ansible_facts"]

@@ -1,12 +1,24 @@
 """require: true fails clearly on the node without GPUs and passes on a GPU node."""
-from conftest import run_facts
+import pytest
+from conftest import MODULE, run_module_on
 
-testinfra_hosts = ["ansible://gpu-facts-cpu", "ansible://gpu-facts-t4"]
+NODES = ["gpu-facts-cpu", "gpu-facts-t4"]
+testinfra_hosts = ["ansible://%s" % name for name in NODES]
+_RESULTS = {}
 
 
-def test_require(host, profile):
+@pytest.fixture(name="required")
+def fixture_required(host):
+    """nvidia_gpu_facts with require=true, run once on both nodes."""
+    inventory = host.backend.ansible_inventory
+    if inventory not in _RESULTS:
+        _RESULTS[inventory] = run_module_on(inventory, ":".join(NODES), MODULE, "require=true")
+    return _RESULTS[inventory][host.backend.host]
+
+
+def test_require(profile, required):
     name, _content = profile
-    result = run_facts(host, "require=true")
+    result = required
     if name != "cpu":
         assert not result.get("failed"), result
         assert result["ansible_facts"]["nvidia_gpu"]["count"] == 1
