@@ -236,3 +236,14 @@ def test_the_driver_role_does_nothing_when_the_wanted_driver_is_loaded(tmp_path)
     for step in ("Gather the GPU facts", "Install the driver packages", "Blacklist nouveau", "Load the kernel module and decide on a reboot"):
         assert step not in done
     assert out["stats"]["gpu-a"]["changed"] == 0
+
+
+def test_a_node_without_gpus_is_skipped_untouched(cluster, kube):  # pylint: disable=redefined-outer-name
+    kube.node("node-cpu", labels={"kubernetes.io/hostname": "node-cpu"})
+    rc, events = run_upgrade(cluster["dir"], cluster["kubeconfig"], {"upgrade_driver_hosts": "gpu-a",
+                                                                     "k8s_node_name": "node-cpu"})
+    assert rc == 0, [(h, n, r.get("msg")) for h, n, r in events if r.get("failed")]
+    assert "node-cpu (host gpu-a) advertises no nvidia.com/gpu" in result(
+        events, "gpu-a", "Report a node that advertises no GPU")["msg"]
+    assert "Cordon the node" not in ran(events, "gpu-a")
+    assert not cluster["core"].read_node("node-cpu").spec.unschedulable
