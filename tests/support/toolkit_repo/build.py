@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build a signed local apt repository of stand-in NVIDIA Container Toolkit packages.
 
 The repository has the layout of NVIDIA's own (https://nvidia.github.io/libnvidia-container/):
@@ -191,7 +190,7 @@ def build(out, versions):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--versions", default=",".join(DEFAULT_VERSIONS),
                         help="comma-separated package versions (default: %(default)s)")
     parser.add_argument("--cache", default=os.path.join(ROOT, ".cache", "toolkit_repo"),

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Serve a directory over HTTP in the background, the way an air-gapped mirror serves packages.
 
     serve.py start --dir DIR --bind ADDR --state DIR   prints the URL; reuses a server already running
@@ -84,7 +83,7 @@ def stop(args):
     pid = read(os.path.join(args.state, "pid"))
     if pid and alive(int(pid)):
         os.kill(int(pid), signal.SIGTERM)
-        for _ in range(50):
+        for _attempt in range(50):
             if not alive(int(pid)):
                 break
             time.sleep(0.1)
@@ -96,7 +95,7 @@ def stop(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="action", required=True)
     p_start = sub.add_parser("start")
     p_start.add_argument("--dir", required=True)

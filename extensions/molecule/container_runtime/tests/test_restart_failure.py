@@ -9,6 +9,7 @@ import testinfra.utils.ansible_runner
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]
 ).get_hosts("container-runtime-docker")
+assert testinfra_hosts == ["container-runtime-docker"], testinfra_hosts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
