@@ -99,6 +99,13 @@ class Server:
                                       "--kubeconfig-out", self.kubeconfig, "--port-file", port_file],
                                      cwd=os.path.join(ROOT, "tests", "support"),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            self._connect(port_file)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _connect(self, port_file):
         deadline = time.monotonic() + 60
         while not os.path.exists(port_file):
             if self.proc.poll() is not None or time.monotonic() > deadline:
