@@ -1,0 +1,164 @@
+"""kubegpu.nvidia.site refuses bad input early: one clear message, nothing changed.
+
+Each case runs ``ansible-playbook kubegpu.nvidia.site`` with a small inventory of local-connection hosts
+against the Kubernetes API test server (or the cluster of ``--kubeconfig``). The GPU host is this machine
+with the fake NVML library (tests/support/fakenvml) on LD_LIBRARY_PATH and the T4 profile, so its
+nvidia_gpu_facts show one GPU. A bad case must fail with exactly one failed task whose message says what
+is wrong, before any play that changes a node starts, and without a write to the API; the good case (the
+same inventory with the host's node registered) shows the checks pass.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "tests" / "support" / "fakenvml" / "profiles" / "t4x1.conf"
+# plays that only read; every later play changes something
+READ_ONLY_PLAYS = {
+    "Preflight - check the inventory",
+    "Preflight - check the Kubernetes API from the control host",
+    "Discover the GPUs of the GPU nodes",
+}
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "post", "put"}
+
+
+@pytest.fixture(scope="module", name="fake_nvml")
+def fixture_fake_nvml():
+    out = subprocess.run([str(ROOT / "scripts" / "build-fakenvml.sh")], check=True, capture_output=True, text=True)
+    return pathlib.Path(out.stdout.strip().splitlines()[-1]) / "full"
+
+
+def local(**extra):
+    return dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable}, **extra)
+
+
+class Site:
+    """Writes an inventory, runs site.yml with it, and reads the JSON callback's result."""
+
+    def __init__(self, kube, tmp_path, fake_nvml):
+        self.kube = kube
+        self.dir = tmp_path
+        self.fake_nvml = fake_nvml
+        self.gpu_host = kube.unique("site-gpu")
+
+    def inventory(self, groups=None, control=None):
+        groups = groups if groups is not None else {"gpu_nodes": {"hosts": {self.gpu_host: local()}}}
+        if control is not None:
+            groups["k8s_control"] = {"hosts": control}
+        path = self.dir / "inventory.yml"
+        path.write_text(yaml.safe_dump(groups))
+        return path
+
+    def run(self, inventory, kubeconfig=None, *extra):
+        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                   ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_HOST_KEY_CHECKING="false",
+                   LD_LIBRARY_PATH=str(self.fake_nvml), FAKENVML_CONFIG=str(PROFILE))
+        for name in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG"):
+            env.pop(name, None)
+        if self.kube.is_test_server:
+            self.kube.server.reset_counts()
+        cmd = ["ansible-playbook", "-i", str(inventory), "kubegpu.nvidia.site",
+               "-e", "kubegpu_kubeconfig=%s" % (kubeconfig or self.kube.kubeconfig)] + list(extra)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+        try:
+            out = json.loads(proc.stdout)
+        except ValueError:
+            raise AssertionError("no JSON output\nstdout:\n%s\nstderr:\n%s" % (proc.stdout, proc.stderr)) from None
+        return Result(proc.returncode, out, proc.stderr)
+
+
+class Result:
+    def __init__(self, rc, out, stderr):
+        self.rc = rc
+        self.out = out
+        self.stderr = stderr
+        self.plays = [p["play"]["name"] for p in out["plays"]]
+        self.failures = [(t["task"]["name"], host, res.get("msg", ""))
+                         for p in out["plays"] for t in p["tasks"] for host, res in t["hosts"].items()
+                         if res.get("failed")]
+        self.changed = [(t["task"]["name"], host)
+                        for p in out["plays"] for t in p["tasks"] for host, res in t["hosts"].items()
+                        if res.get("changed")]
+
+    def assert_refused(self, site, message):
+        """Failed with exactly this one message, no play past the read-only ones, no change, no API write."""
+        assert self.rc != 0, self.out
+        assert len(self.failures) == 1, self.failures
+        assert message in self.failures[0][2], self.failures[0]
+        assert set(self.plays) <= READ_ONLY_PLAYS, self.plays
+        assert not self.changed, self.changed
+        if site.kube.is_test_server:
+            verbs = set(site.kube.server.request_counts())
+            assert not verbs & WRITE_VERBS, verbs
+        return self.failures[0][2]
+
+
+@pytest.fixture(name="site")
+def fixture_site(kube, tmp_path, fake_nvml):
+    return Site(kube, tmp_path, fake_nvml)
+
+
+def test_the_checks_pass_when_the_input_is_right(site):
+    # the good twin of the cases below: same inventory, the host's node registered
+    site.kube.node(site.gpu_host)
+    result = site.run(site.inventory(control={"localhost": local()}), None, "--tags", "facts")
+    assert result.rc == 0, (result.failures, result.stderr[-2000:])
+    assert not result.failures
+    assert "Discover the GPUs of the GPU nodes" in result.plays
+    matched = [res for p in result.out["plays"] for t in p["tasks"] if t["task"]["name"] == "Match every GPU node to its Kubernetes node"
+               for res in t["hosts"].values()]
+    assert matched and [n["name"] for n in matched[0]["nodes"]] == [site.gpu_host]
+
+
+def test_missing_gpu_nodes_group(site):
+    inventory = site.inventory(groups={"gpus": {"hosts": {site.gpu_host: local()}}})
+    msg = site.run(inventory).assert_refused(
+        site, "the inventory has no group gpu_nodes (its groups: gpus): put the GPU worker nodes in a group named gpu_nodes")
+    assert "k8s_control" in msg
+
+
+def test_empty_gpu_nodes_group(site):
+    inventory = site.inventory(groups={"gpu_nodes": {"hosts": {}}, "k8s_control": {"hosts": {"localhost": local()}}})
+    site.run(inventory).assert_refused(site, "group gpu_nodes has no hosts")
+
+
+def test_empty_k8s_control_group(site):
+    inventory = site.inventory(groups={"gpu_nodes": {"hosts": {site.gpu_host: local()}}, "k8s_control": {"hosts": {}}})
+    site.run(inventory).assert_refused(site, "group k8s_control has no hosts")
+
+
+def test_unreachable_control_host(site):
+    # nothing listens on port 1: ssh is refused at once
+    control = {"site-control": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,
+                                "ansible_ssh_common_args": "-o ConnectTimeout=5"}}
+    msg = site.run(site.inventory(control=control)).assert_refused(
+        site, "control host site-control (group k8s_control) is unreachable:")
+    assert "Connection refused" in msg
+
+
+def test_missing_kubeconfig(site):
+    missing = site.dir / "no-such-kubeconfig"
+    site.run(site.inventory(control={"localhost": local()}), str(missing)).assert_refused(
+        site, "kubegpu_kubeconfig %s does not exist on control host localhost" % missing)
+
+
+def test_unreachable_api(site):
+    config = yaml.safe_load(pathlib.Path(site.kube.kubeconfig).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = "https://127.0.0.1:1"
+    dead = site.dir / "kubeconfig-dead"
+    dead.write_text(yaml.safe_dump(config))
+    site.run(site.inventory(control={"localhost": local()}), str(dead)).assert_refused(
+        site, "the Kubernetes API of %s cannot be used from control host localhost:" % dead)
+
+
+def test_gpu_node_without_kubernetes_node(site):
+    # the GPU host has no Node object: the facts play's check-mode match fails before the driver play
+    site.kube.node(site.kube.unique("site-other"))
+    site.run(site.inventory(control={"localhost": local()})).assert_refused(
+        site, "no Kubernetes node matches host %s" % site.gpu_host)
