@@ -19,6 +19,41 @@ import re
 
 MANAGED_LABEL_PREFIX = "nvidia.com/"
 
+# Every label key gfd_labels() can produce: the labels this collection owns on a node.  Other
+# nvidia.com/ labels (nvidia.com/device-plugin.config set by k8s_device_plugin, labels of GFD itself
+# such as nvidia.com/gfd.timestamp or the per-MIG-profile nvidia.com/mig-<profile>.*, which these
+# rules never produce) belong to someone else.  tests/unit keep this set equal to what the rules yield.
+MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
+    "gpu.present",
+    "gpu.machine",
+    "gpu.count",
+    "gpu.replicas",
+    "gpu.sharing-strategy",
+    "gpu.product",
+    "gpu.memory",
+    "gpu.family",
+    "gpu.compute.major",
+    "gpu.compute.minor",
+    "mig.capable",
+    "mig.strategy",
+    "cuda.driver.major",
+    "cuda.driver.minor",
+    "cuda.driver.rev",
+    "cuda.driver-version.major",
+    "cuda.driver-version.minor",
+    "cuda.driver-version.revision",
+    "cuda.driver-version.full",
+    "cuda.runtime.major",
+    "cuda.runtime.minor",
+    "cuda.runtime-version.major",
+    "cuda.runtime-version.minor",
+    "cuda.runtime-version.full",
+))
+
+# The seeds' nodeSelector label, set from the facts as accelerator=nvidia-<model>.
+ACCELERATOR_LABEL = "accelerator"
+ACCELERATOR_VALUE_PREFIX = "nvidia-"
+
 MIG_STRATEGIES = ("none", "single", "mixed")
 SHARING_STRATEGIES = ("none", "time-slicing", "mps")
 
@@ -97,6 +132,18 @@ def accelerator_label_value(product_name):
         text = text[len("nvidia"):]
     value = sanitise_label_value("nvidia " + text).lower()
     return value
+
+
+def is_managed_label(key, value=None):
+    """True when the label ``key`` (with ``value``) is one this collection sets from GPU facts.
+
+    That is a key of MANAGED_LABEL_KEYS, or the ``accelerator`` label holding a value of the form
+    this collection writes (``nvidia-<model>``).  Any other label, under ``nvidia.com/`` or not,
+    is someone else's: stale-label removal never touches it.
+    """
+    if key in MANAGED_LABEL_KEYS:
+        return True
+    return key == ACCELERATOR_LABEL and str(value or "").startswith(ACCELERATOR_VALUE_PREFIX)
 
 
 def _product(parts, shared):

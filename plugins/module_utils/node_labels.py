@@ -13,9 +13,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import is_managed_label
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError
 
-MANAGED_LABEL_PREFIX = "nvidia.com/"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -74,14 +74,15 @@ def _same_taint(left, right):
     return left.get("key") == right.get("key") and left.get("effect") == right.get("effect")
 
 
-def diff_labels(current, desired, state="present", remove_stale=False, prefix=MANAGED_LABEL_PREFIX):
+def diff_labels(current, desired, state="present", remove_stale=False, managed=is_managed_label):
     """Work out the label changes for one node.
 
     ``current``: the node's labels. ``desired``: labels to set (state present) or
     remove (state absent; values are ignored). ``remove_stale``: also remove every
-    label under ``prefix`` that ``desired`` does not name (present), or every label
-    under ``prefix`` (absent). Labels outside ``prefix`` are only ever touched when
-    named in ``desired``.
+    managed label (``managed(key, value)`` true: by default the labels this
+    collection derives from GPU facts, ``gfd_labels.is_managed_label``) that
+    ``desired`` does not name (present), or every managed label (absent). Any
+    other label is only ever touched when named in ``desired``.
 
     Returns ``(added, removed)``: ``added`` maps keys to their new value (new or
     changed labels), ``removed`` is the sorted list of keys to delete.
@@ -94,11 +95,11 @@ def diff_labels(current, desired, state="present", remove_stale=False, prefix=MA
             if current.get(key) != value:
                 added[key] = value
         if remove_stale:
-            removed.update(k for k in current if k.startswith(prefix) and k not in desired)
+            removed.update(k for k, v in current.items() if k not in desired and managed(k, v))
     else:
         removed.update(k for k in desired if k in current)
         if remove_stale:
-            removed.update(k for k in current if k.startswith(prefix))
+            removed.update(k for k, v in current.items() if managed(k, v))
     return added, sorted(removed)
 
 

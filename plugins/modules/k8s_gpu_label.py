@@ -115,10 +115,18 @@ options:
     default: present
   remove_stale:
     description:
-      - Also remove the labels under C(nvidia.com/) that the node carries but that are not wanted any more
-        (for example the MIG labels after MIG is turned off).
-      - With O(state=absent), remove every label under C(nvidia.com/).
-      - Labels outside C(nvidia.com/) are only ever changed when named.
+      - Also remove the managed labels that the node carries but that are not wanted any more
+        (for example C(nvidia.com/mig.strategy) after MIG is turned off).
+      - The managed labels are exactly those this module derives from O(facts) - the GPU Feature Discovery
+        keys C(nvidia.com/gpu.present), C(nvidia.com/gpu.machine), C(nvidia.com/gpu.count),
+        C(nvidia.com/gpu.replicas), C(nvidia.com/gpu.sharing-strategy), C(nvidia.com/gpu.product),
+        C(nvidia.com/gpu.memory), C(nvidia.com/gpu.family), C(nvidia.com/gpu.compute.major|minor),
+        C(nvidia.com/mig.capable), C(nvidia.com/mig.strategy), C(nvidia.com/cuda.driver.*),
+        C(nvidia.com/cuda.driver-version.*), C(nvidia.com/cuda.runtime.*), C(nvidia.com/cuda.runtime-version.*) -
+        and C(accelerator) when its value has the C(nvidia-<model>) form the module writes.
+      - With O(state=absent), remove every managed label.
+      - Any other label, under C(nvidia.com/) or not (C(nvidia.com/device-plugin.config), GFD's own
+        C(nvidia.com/gfd.timestamp) or C(nvidia.com/mig-<profile>.*)), is only ever changed when named.
     type: bool
     default: false
   retries:

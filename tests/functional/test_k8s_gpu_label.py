@@ -161,7 +161,8 @@ def test_batch_then_rerun_makes_one_list_and_no_writes(kube, core, server, make_
 
 
 def test_remove_stale_after_mig_is_turned_off(kube, core, make_nodes):
-    (name,) = make_nodes(labels={"team": "ml", "feature.node.kubernetes.io/pci-10de.present": "true"})
+    (name,) = make_nodes(labels={"team": "ml", "feature.node.kubernetes.io/pci-10de.present": "true",
+                                 "nvidia.com/device-plugin.config": "a100-mig", "nvidia.com/gfd.timestamp": "1"})
     run_module(kube, {"node": name, "facts": A100X4_MIG, "mig_strategy": "single"})
     with_mig = labels_from_facts(A100X4_MIG, mig_strategy="single")
     without_mig = labels_from_facts(A100X4_MIG_OFF)
@@ -181,6 +182,9 @@ def test_remove_stale_after_mig_is_turned_off(kube, core, make_nodes):
     assert dict((k, labels.get(k)) for k in without_mig) == without_mig
     assert labels["team"] == "ml"
     assert labels["feature.node.kubernetes.io/pci-10de.present"] == "true"
+    # nvidia.com/ labels these rules never produce belong to others (k8s_device_plugin, GFD)
+    assert labels["nvidia.com/device-plugin.config"] == "a100-mig"
+    assert labels["nvidia.com/gfd.timestamp"] == "1"
 
 
 def test_taints_merged_and_foreign_taint_kept(kube, core, make_nodes):

@@ -271,3 +271,43 @@ def test_gfd_resource_labeler_examples(replicas, sharing, product):
         "nvidia.com/gpu.compute.major": "8",
         "nvidia.com/gpu.compute.minor": "0",
     }
+
+
+# --- the managed label set (what stale-label removal may delete) ----------------------------
+
+def _every_produced_key():
+    keys = set()
+    fact_sets = [
+        facts([device()]),
+        facts([device(mig=None)], source="pci", driver=None, cuda=None),
+        facts([device(i, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)) for i in range(2)]),
+        facts([device(0, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)), device(1, "Tesla T4", 15360, "7.5")]),
+    ]
+    for one in fact_sets:
+        for mig in gl.MIG_STRATEGIES:
+            for sharing, replicas in (("none", 1), ("time-slicing", 4), ("mps", 2)):
+                keys.update(gl.gfd_labels(one, mig_strategy=mig, sharing_strategy=sharing, replicas=replicas))
+    return keys
+
+
+def test_managed_keys_are_exactly_the_keys_the_rules_produce():
+    assert gl.MANAGED_LABEL_KEYS == frozenset(_every_produced_key())
+    assert all(gl.is_managed_label(key) for key in gl.MANAGED_LABEL_KEYS)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("nvidia.com/device-plugin.config", "t4-shared"),
+    ("nvidia.com/gfd.timestamp", "1700000000"),
+    ("nvidia.com/mig-1g.5gb.count", "7"),
+    ("nvidia.com/gpu.deploy.driver", "true"),
+    ("feature.node.kubernetes.io/pci-10de.present", "true"),
+    ("team", "ml"),
+    ("accelerator", "tpu-v4"),
+    ("accelerator", None),
+])
+def test_labels_of_others_are_not_managed(key, value):
+    assert gl.is_managed_label(key, value) is False
+
+
+def test_accelerator_is_managed_when_it_holds_a_value_the_rules_write():
+    assert gl.is_managed_label("accelerator", gl.accelerator_label_value("Tesla T4")) is True

@@ -32,6 +32,23 @@ def test_diff_labels_remove_stale_only_under_nvidia_prefix():
     assert removed == ["nvidia.com/mig.capable"]
 
 
+def test_diff_labels_remove_stale_keeps_nvidia_labels_it_does_not_manage():
+    # set by k8s_device_plugin, by GFD itself, by the GPU operator: not derived from the facts
+    current = {"nvidia.com/device-plugin.config": "t4-shared", "nvidia.com/gfd.timestamp": "1700000000",
+               "nvidia.com/mig-1g.5gb.count": "7", "nvidia.com/gpu.deploy.driver": "true",
+               "nvidia.com/mig.strategy": "single", "nvidia.com/gpu.count": "4"}
+    added, removed = nl.diff_labels(current, {"nvidia.com/gpu.count": "4"}, remove_stale=True)
+    assert added == {}
+    assert removed == ["nvidia.com/mig.strategy"]
+
+
+def test_diff_labels_remove_stale_accelerator_only_with_a_value_it_writes():
+    _added, removed = nl.diff_labels({"accelerator": "nvidia-tesla-t4"}, {}, remove_stale=True)
+    assert removed == ["accelerator"]
+    _added, removed = nl.diff_labels({"accelerator": "tpu-v4"}, {}, remove_stale=True)
+    assert removed == []
+
+
 def test_diff_labels_without_remove_stale_keeps_old_managed_labels():
     _added, removed = nl.diff_labels({"nvidia.com/mig.capable": "true"}, {})
     assert removed == []
@@ -44,9 +61,10 @@ def test_diff_labels_absent_removes_named_keys_that_exist():
 
 
 def test_diff_labels_absent_remove_stale_drops_all_managed():
-    _added, removed = nl.diff_labels({"x": "1", "nvidia.com/a": "b", "nvidia.com/c": "d"}, {}, state="absent",
-                                     remove_stale=True)
-    assert removed == ["nvidia.com/a", "nvidia.com/c"]
+    current = {"x": "1", "nvidia.com/gpu.present": "true", "nvidia.com/mig.capable": "false",
+               "accelerator": "nvidia-h100-80gb-hbm3", "nvidia.com/device-plugin.config": "default"}
+    _added, removed = nl.diff_labels(current, {}, state="absent", remove_stale=True)
+    assert removed == ["accelerator", "nvidia.com/gpu.present", "nvidia.com/mig.capable"]
 
 
 def test_normalise_labels_stringifies_like_kubernetes():
