@@ -12,17 +12,21 @@ stages=("$@")
 banner() { printf '\n=== %s ===\n' "$*"; }
 
 stage_build() {
-    # The collection builds, installs into an empty path, and ansible-doc reads every module.
-    local out=.cache/build
+    # The collection builds, installs into an empty path, and ansible-doc reads every
+    # module and every role's argument spec from the installed copy.
+    local out="$KUBEGPU_ROOT/.cache/build" name kind
     rm -rf "$out"; mkdir -p "$out"
     ansible-galaxy collection build --force --output-path "$out" . >/dev/null
-    ansible-galaxy collection install --no-deps -p "$out/installed" "$out"/kubegpu-nvidia-*.tar.gz >/dev/null
-    local module
-    for module in plugins/modules/*.py; do
-        [ -f "$module" ] || continue
-        module=$(basename "$module" .py)
-        ANSIBLE_COLLECTIONS_PATH="$out/installed" ansible-doc "kubegpu.nvidia.$module" >/dev/null
-        echo "ansible-doc kubegpu.nvidia.$module: ok"
+    ansible-galaxy collection install --force --no-deps -p "$out/installed" "$out"/kubegpu-nvidia-*.tar.gz >/dev/null
+    for path in plugins/modules/*.py roles/*/; do
+        [ -e "$path" ] || continue
+        case "$path" in roles/*) kind=role ;; *) kind=module ;; esac
+        name=$(basename "$path" .py)
+        ANSIBLE_COLLECTIONS_PATH="$out/installed" ansible-doc -t "$kind" --json "kubegpu.nvidia.$name" \
+            | python -c 'import json, sys; doc = json.load(sys.stdin); sys.exit(0 if doc.get(sys.argv[1]) else 1)' \
+                "kubegpu.nvidia.$name" \
+            || { echo "ansible-doc cannot read $kind kubegpu.nvidia.$name from the built collection" >&2; return 1; }
+        echo "ansible-doc -t $kind kubegpu.nvidia.$name: ok"
     done
 }
 
