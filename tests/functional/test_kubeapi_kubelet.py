@@ -278,3 +278,35 @@ def test_nodes_without_the_annotation_keep_the_status_they_were_given(kube, kube
     assert got.allocatable["nvidia.com/gpu"] == "2"
     assert [(a.type, a.address) for a in got.addresses] == [("InternalIP", "10.1.2.3")]
     assert next(c for c in got.conditions if c.type == "Ready").status == "True"
+
+
+def test_controllers_look_only_at_the_nodes_written_since_they_last_ran(kube, gpu_cluster, monkeypatch):
+    """A node write costs the controllers that node, not every node (labelling thousands of nodes stays linear)."""
+    from kubeapi import kubelet
+
+    core, ns, h100, t4, cpu = gpu_cluster
+    kube.apps().create_namespaced_daemon_set(ns, device_plugin(ns))
+    assert allocatable(core, h100) == "8"
+    seen = []
+    for name in ("node_lifecycle", "node_gpu_resources"):
+        original = getattr(kubelet, name)
+
+        def spy(store, nodes, _original=original, _name=name):
+            seen.append((_name, sorted(n["metadata"]["name"] for n in nodes)))
+            return _original(store, nodes)
+        monkeypatch.setattr(kubelet, name, spy)
+
+    core.patch_node(t4, {"metadata": {"labels": {"team": "ml"}}})
+    assert allocatable(core, t4) == "4"
+    assert seen and all(nodes == [t4] for _name, nodes in seen)
+    # and the node written is still fully handled: cordon it, the node controller taints it
+    del seen[:]
+    core.patch_node(t4, {"spec": {"unschedulable": True}})
+    taints = [t.key for t in core.read_node(t4).spec.taints]
+    assert "node.kubernetes.io/unschedulable" in taints
+    assert all(nodes == [t4] for _name, nodes in seen)
+    # a write to anything else (here the configs) makes them look at every node again
+    del seen[:]
+    core.patch_namespaced_config_map("nvdp-configs", ns, {"data": {"default": CONFIGS["ts4"]}})
+    assert allocatable(core, h100) == "32"
+    assert ("node_gpu_resources", sorted(n.metadata.name for n in core.list_node().items)) in seen

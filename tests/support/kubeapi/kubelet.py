@@ -2,7 +2,10 @@
 
 `reconcile(store)` runs under the store lock before a read when something was written
 (and from a background thread), so that a client reading right after a write already
-sees the settled state:
+sees the settled state. It is incremental: when only nodes were written since the last
+run, the per-node controllers (node lifecycle, GPU advertisement) look at those nodes
+only, so labelling thousands of nodes one write at a time stays O(1) per write; a write
+to any other resource makes the next run look at every node.
 
 * DaemonSet controller: one pod per node the template selects and tolerates; status.
 * Device plugin: a node annotated `kubegpu.io/simulated-gpus: "<n>"` that runs a ready
@@ -547,13 +550,15 @@ def _reject(pod, reason, message):
 
 
 def schedule_pods(store, nodes):
-    nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
+    nodes_by_name = None
     for pod in sorted(store.all(PODS), key=lambda p: int(p["metadata"]["resourceVersion"])):
         status = pod.get("status") or {}
         if status.get("phase") not in (None, "Pending") or pod["metadata"].get("deletionTimestamp"):
             continue
         if status.get("containerStatuses"):
             continue
+        if nodes_by_name is None:  # only when a pod waits: no O(nodes) work per write otherwise
+            nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
         new = clone(pod)
         new.setdefault("status", {})
         spec = new["spec"]
@@ -612,10 +617,12 @@ def _reason_text(reason, count):
 
 def refresh_plugin_pods(store, nodes):
     """A device plugin pod whose config appears or disappears becomes ready or not ready."""
-    nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
+    nodes_by_name = None
     for ds in store.all(DAEMONSETS):
         if not is_device_plugin(ds):
             continue
+        if nodes_by_name is None:
+            nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
         for pod in _owned_pods(store, ds):
             if pod["status"].get("phase") != "Running":
                 continue
@@ -721,15 +728,27 @@ def node_lifecycle(store, nodes):
         store.put_internal(NODES, new)
 
 
-def reconcile(store):
+def _touched_nodes(store, round_touched):
+    """The nodes the per-node controllers look at: those written since the last run, or every node."""
+    if round_touched is None or store.touched_nodes is None:
+        return store.all(NODES)
+    names = sorted(round_touched | store.touched_nodes)
+    return [node for node in (store.find(NODES, None, name) for name in names) if node is not None]
+
+
+def reconcile(store, full=False):
+    """Run the controllers until the cluster settles (3 rounds at most); ``full`` looks at every node."""
     with store.lock:
+        if full:
+            store.touched_nodes = None
         for _round in range(3):
             store.dirty = False
             rv = store.rv
-            node_lifecycle(store, store.all(NODES))
+            touched = store.take_touched_nodes()
+            node_lifecycle(store, _touched_nodes(store, touched))
             nodes = store.all(NODES)
             reconcile_daemonsets(store, nodes)
-            node_gpu_resources(store, nodes)
+            node_gpu_resources(store, _touched_nodes(store, touched))
             nodes = store.all(NODES)
             refresh_plugin_pods(store, nodes)
             reconcile_jobs(store)

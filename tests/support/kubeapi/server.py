@@ -732,9 +732,9 @@ class KubeAPIServer:
 
     # ---------------------------------------------------------------- direct access for tests
     def settle(self):
-        """Run the controllers now (reads do this by themselves)."""
+        """Run the controllers now over every object (reads do this by themselves)."""
         with self.store.lock:
-            kubelet.reconcile(self.store)
+            kubelet.reconcile(self.store, full=True)
 
     def objects(self, resource, namespace=None):
         """A copy of the stored objects of a resource (plural name, e.g. "nodes")."""

@@ -39,6 +39,9 @@ class Store:
         self.objects = {res: {} for res in resources.RESOURCES}
         self.events = deque(maxlen=20000)
         self.dirty = True
+        # Names of the nodes written since the controllers last looked, or None for "look at every node"
+        # (any other resource was written: pods, DaemonSets, ConfigMaps can change what any node gets).
+        self.touched_nodes = None
         self.logs = {}  # (namespace, pod) -> text
         with self.lock:
             self._builtin_objects()
@@ -74,9 +77,19 @@ class Store:
             self._bucket(res).pop(key, None)
         else:
             self._bucket(res)[key] = obj
+        if res.name == "nodes" and not res.group:
+            if self.touched_nodes is not None:
+                self.touched_nodes.add(obj["metadata"]["name"])
+        else:
+            self.touched_nodes = None
         # stored objects are replaced on write, never changed in place: keep a reference
         self.events.append((self.rv, event, res, obj))
         self.changed.notify_all()
+
+    def take_touched_nodes(self):
+        """The nodes written since the last call (a set of names), or None when every node needs a look."""
+        touched, self.touched_nodes = self.touched_nodes, set()
+        return touched
 
     def find(self, res, namespace, name):
         return self._bucket(res).get(self._key(res, namespace, name))
@@ -97,7 +110,13 @@ class Store:
         reqs = selectors.parse_label_selector(label_selector)
         freqs = selectors.parse_field_selector(field_selector, res.name)
         items = []
-        for (_ns, name), obj in sorted(self._bucket(res).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        entries = self._bucket(res).items()
+        names = set(value for field, op, value in freqs if field == "metadata.name" and op == "=")
+        if names and (namespace is not None or not res.namespaced):
+            # metadata.name=X (a client looking up one object): no walk over every stored object
+            found = [self.find(res, namespace, name) for name in names]
+            entries = [((obj["metadata"].get("namespace"), obj["metadata"]["name"]), obj) for obj in found if obj]
+        for (_ns, name), obj in sorted(entries, key=lambda kv: (kv[0][0] or "", kv[0][1])):
             if namespace is not None and obj["metadata"].get("namespace") != namespace:
                 continue
             if reqs and not selectors.matches(reqs, obj["metadata"].get("labels")):
