@@ -138,6 +138,9 @@ requirements:
 notes:
   - Run it once for the whole cluster (C(run_once) on the control host) with O(nodes) rather than once per host;
     the role C(kubegpu.nvidia.k8s_gpu_node) does that.
+  - The arguments echoed back in the result (C(invocation.module_args), shown with C(-vvv)) leave out the
+    C(facts) of each O(nodes) item, so that a call for thousands of nodes does not send their facts back
+    through Ansible.
 seealso:
   - module: kubegpu.nvidia.nvidia_gpu_facts
   - module: kubernetes.core.k8s
@@ -276,6 +279,18 @@ def build_requests(params):
     return requests
 
 
+def compact_invocation(params):
+    """The ``invocation`` echoed in the result: the module's arguments without each O(nodes) item's facts.
+
+    Ansible echoes every argument back by default; for a whole cluster that would send the facts of
+    every node (megabytes) back through the controller, its result queue and callbacks.
+    """
+    args = dict(params)
+    if args.get("nodes") is not None:
+        args["nodes"] = [dict((k, v) for k, v in item.items() if k != "facts") for item in args["nodes"]]
+    return {"module_args": args}
+
+
 def main():
     argument_spec = dict(AUTH_ARG_SPEC)
     argument_spec.update(
@@ -312,6 +327,7 @@ def main():
         module.fail_json(msg=error)
 
     api = None
+    invocation = compact_invocation(module.params)
     try:
         requests = build_requests(module.params)
         api = NodeAPI(get_api_client(module.params), retries=module.params["retries"])
@@ -319,14 +335,16 @@ def main():
                                      remove_stale=module.params["remove_stale"], check_mode=module.check_mode)
     except NodeLabelRunFailed as exc:
         module.fail_json(msg=exc.msg, nodes=exc.results, changed=any(r["changed"] for r in exc.results),
-                         api_requests=api.counts)
+                         api_requests=api.counts, invocation=invocation)
     except (NodeLabelError, K8sError) as exc:
-        module.fail_json(msg=str(exc), changed=False, api_requests=api.counts if api else {})
+        module.fail_json(msg=str(exc), changed=False, api_requests=api.counts if api else {},
+                         invocation=invocation)
     except Exception as exc:  # noqa: BLE001 -- any other failure still ends as one message
         module.fail_json(msg="unexpected error: %s" % exc, exception=traceback.format_exc(),
-                         api_requests=api.counts if api else {})
+                         api_requests=api.counts if api else {}, invocation=invocation)
 
-    result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts)
+    result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts,
+                  invocation=invocation)
     if module._diff:
         result["diff"] = diffs
     module.exit_json(**result)

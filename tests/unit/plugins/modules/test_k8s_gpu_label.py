@@ -171,3 +171,19 @@ def test_missing_kubernetes_library(run, monkeypatch):
     out, _api = run({"node": "n1"})
     assert out["failed"] is True
     assert "kubernetes" in out["msg"] and "required" in out["msg"].lower()
+
+
+def test_invocation_echo_leaves_out_the_facts_of_each_node(run):
+    nodes = [{"name": "n1", "facts": T4_FACTS, "labels": {"team": "ml"}}, {"name": "n2", "facts": T4_FACTS}]
+    out, _api = run({"nodes": nodes, "facts": T4_FACTS}, nodes=[node("n1"), node("n2")])
+    echoed = out["invocation"]["module_args"]
+    assert [item["name"] for item in echoed["nodes"]] == ["n1", "n2"]
+    assert not any("facts" in item for item in echoed["nodes"])
+    assert echoed["nodes"][0]["labels"] == {"team": "ml"}
+    assert echoed["facts"] == T4_FACTS  # one top-level copy is small: kept
+
+
+def test_invocation_echo_on_failure_leaves_out_the_facts_too(run):
+    out, _api = run({"nodes": [{"name": "missing", "facts": T4_FACTS}]}, nodes=[node("n1")])
+    assert out["failed"] is True
+    assert "facts" not in out["invocation"]["module_args"]["nodes"][0]
