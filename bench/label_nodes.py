@@ -4,25 +4,31 @@
 For each cluster size, against the Kubernetes API test server (tests/support/kubeapi, run as its own
 process over HTTPS), with N nodes marked as simulated GPU nodes:
 
-  batched     one kubegpu.nvidia.k8s_gpu_label task with `nodes:` (all N, each with its nvidia_gpu facts),
-              run by `ansible-playbook` (Ansible start-up included), then run again with nothing to change;
-              also the same call through the module's Python entry in-process (no Ansible start-up)
+  batched     one kubegpu.nvidia.k8s_gpu_label task with `nodes:` (all N, each with its nvidia_gpu facts as
+              the role k8s_gpu_node passes them: the fields the labels come from), run by `ansible-playbook`
+              (Ansible start-up included), then run again with nothing to change; also the same call
+              through the module's Python entry in-process (no Ansible start-up, full facts)
   per node    one module call per node, as `delegate_to` per host would: the module's Python entry driven
               in-process once per node (a fresh API client each call, no Ansible start-up or fork, so this
-              is a lower bound for a real per-host loop); by default on a sample of 500 nodes,
+              is a lower bound for a real per-host loop); by default on a sample of 200 nodes,
               extrapolated to N (printed as such)
   kubectl     `kubectl label node NAME <the same labels> --overwrite`, one process per node (Debian's
               kubernetes-client package, unpacked into .cache/ when missing); by default on a sample of
               50 nodes, extrapolated to N (printed as such); taints would need one more `kubectl taint`
               process per node, not counted
 
-The server runs with TCP_NODELAY and without its kubelet stand-in (see SERVER_MAIN). Each leg writes
-every node once (each uses other facts, so every node differs). Request counts come from
-the server. Targets checked and printed: the re-run makes one LIST (paged by 500 nodes: ceil(N/500)
-requests) and no write; the first run at most one write per node plus the LIST; batched >= 20x faster
-than kubectl per node.
+The server runs as its CLI runs it (kubelet stand-in on). Each leg writes every node once (each uses
+other facts, so every node differs). Request counts come from the server. Targets checked, printed per
+size and summed up at the end as "met" or "MISSED" (exit status 1 when one is missed):
 
-    python bench/label_nodes.py [--sizes 1000,5000] [--kubectl-sample 50] [--per-node-sample 500]
+  re-run      the batched re-run makes one LIST (paged by 500 nodes: ceil(N/500) requests) and no write
+  first run   the batched first run makes at most one write per node plus the LIST
+  20x         the batched call through ansible-playbook (first run: it writes every node, as the kubectl
+              leg does; Ansible start-up included) is at least 20 times faster than kubectl per node;
+              the in-process figure is printed beside it for reference, but only the ansible-playbook
+              figure decides the target
+
+    python bench/label_nodes.py [--sizes 1000,5000] [--kubectl-sample 50] [--per-node-sample 200]
 """
 import argparse
 import contextlib
@@ -58,6 +64,18 @@ PROFILES = [
 ]
 
 
+# The facts the role k8s_gpu_node passes for each host (roles/k8s_gpu_node/templates/nodes.json.j2): the
+# fields the labels are derived from.
+ROLE_FACT_KEYS = ("present", "source", "driver_version", "cuda_driver_version", "machine")
+ROLE_DEVICE_KEYS = ("name", "product", "memory_mib", "compute_capability", "mig")
+
+
+def as_role_passes(facts):
+    passed = dict((k, facts.get(k)) for k in ROLE_FACT_KEYS)
+    passed["devices"] = [dict((k, d.get(k)) for k in ROLE_DEVICE_KEYS) for d in facts.get("devices") or []]
+    return passed
+
+
 def facts_for(index, driver):
     name, count, memory, cc, family, mig = PROFILES[index % len(PROFILES)]
     devices = [{"index": i, "name": name, "product": name.replace(" ", "-"), "uuid": "GPU-%d-%d" % (index, i),
@@ -67,35 +85,14 @@ def facts_for(index, driver):
             "cuda_driver_version": "12.2", "devices": devices, "machine": "Bench Node"}
 
 
-# The test server as its CLI runs it, with two changes that make it behave like kube-apiserver at this scale:
-# TCP_NODELAY on its sockets, as Go's net/http sets it (without it each answer written in two pieces waits for
-# the client's delayed ACK, about 40 ms a request), and its kubelet/controller stand-in switched off (it
-# reconciles every node after each write while holding the store's lock, O(nodes) per write; on a cluster
-# controllers run elsewhere and labels do not need them).
-SERVER_MAIN = """
-import sys
-import kubeapi.kubelet
-import kubeapi.server
-from kubeapi.__main__ import main
-
-
-def _no_controllers(store):
-    store.dirty = False
-
-
-kubeapi.server.Handler.disable_nagle_algorithm = True
-kubeapi.kubelet.reconcile = _no_controllers
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 class Server:
     """The API test server in its own process."""
 
     def __init__(self, workdir):
         self.kubeconfig = os.path.join(workdir, "kubeconfig")
         port_file = os.path.join(workdir, "port")
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER_MAIN, "--tls", "--port", "0",
+        # the test server exactly as its CLI runs it (kubelet stand-in on, TCP_NODELAY as Go's net/http)
+        self.proc = subprocess.Popen([sys.executable, "-m", "kubeapi", "--tls", "--port", "0",
                                       "--kubeconfig-out", self.kubeconfig, "--port-file", port_file],
                                      cwd=os.path.join(ROOT, "tests", "support"),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -147,16 +144,21 @@ class Server:
 
 
 def run_playbook(server, workdir, nodes):
-    vars_file = os.path.join(workdir, "nodes.json")
-    with open(vars_file, "w") as handle:
-        json.dump({"bench_nodes": nodes}, handle)
+    nodes = [dict(item, facts=as_role_passes(item["facts"])) for item in nodes]
+    # The node list reaches the task as the role k8s_gpu_node passes it: rendered JSON read back with
+    # from_json. (A vars_files entry of this size costs seconds more with ansible-core 2.19: it is parsed
+    # again at each variable lookup, tagging every string with its origin.)
+    nodes_file = os.path.join(workdir, "nodes.json")
+    with open(nodes_file, "w") as handle:
+        json.dump(nodes, handle)
     playbook = os.path.join(workdir, "label.yml")
     with open(playbook, "w") as handle:
-        handle.write("- name: Label GPU nodes\n  hosts: localhost\n  gather_facts: false\n"
-                     "  vars_files: [%s]\n  tasks:\n    - name: Label and taint all nodes in one call\n"
+        handle.write("- name: Label GPU nodes\n  hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                     "    - name: Label and taint all nodes in one call\n"
                      "      kubegpu.nvidia.k8s_gpu_label:\n        nodes: \"{{ bench_nodes }}\"\n"
                      "        taints: [\"nvidia.com/gpu=present:NoSchedule\"]\n        remove_stale: true\n"
-                     % vars_file)
+                     "      vars:\n        bench_nodes: \"{{ lookup('ansible.builtin.file', '%s') | from_json }}\"\n"
+                     % nodes_file)
     env = dict(os.environ, K8S_AUTH_KUBECONFIG=server.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
@@ -262,7 +264,7 @@ def main():
     parser.add_argument("--sizes", default="1000,5000")
     parser.add_argument("--kubectl-sample", type=int, default=50,
                         help="nodes labelled with kubectl per size (0 = all), extrapolated to N")
-    parser.add_argument("--per-node-sample", type=int, default=500,
+    parser.add_argument("--per-node-sample", type=int, default=200,
                         help="nodes done one module call each (0 = all), extrapolated to N")
     args = parser.parse_args()
     kubectl, kubectl_what = find_kubectl()
@@ -271,6 +273,7 @@ def main():
     print("kubectl: %s (%s)" % (kubectl_what, version[0] if version else kubectl))
     print("machine: %d CPUs, load average %.1f" % (os.cpu_count(), os.getloadavg()[0]))
     ok = True
+    summary = []
     for size in [int(s) for s in args.sizes.split(",")]:
         workdir = tempfile.mkdtemp(prefix="bench-label-")
         server = Server(workdir)
@@ -304,17 +307,28 @@ def main():
         print("%-44s %10.2f  %s%s" % ("kubectl label per node", kubectl_total, fmt_counts(kubectl_leg["counts"]),
                                       note))
         speedup = kubectl_total / batched["wall"]
+        rerun_speedup = kubectl_total / batched["rerun_wall"]
         rerun_ok = batched["rerun_counts"] == {"list": pages} and batched["rerun_changed"] is False
         first_ok = (batched["counts"].get("list") == pages and batched["counts"].get("patch", 0) <= size
                     and set(batched["counts"]) <= {"list", "patch"})
-        print("target: re-run = one LIST (%d page%s of %d) and no writes: %s" % (
-            pages, "s" if pages > 1 else "", PAGE, "met" if rerun_ok else "MISSED"))
-        print("target: first run <= one write per node + the LIST (%d nodes changed): %s" % (
-            batched["changed"], "met" if first_ok else "MISSED"))
-        print("target: batched >= 20x faster than kubectl per node: %.1fx (%s); in-process batched: %.1fx" % (
-            speedup, "met" if speedup >= 20 else "MISSED", kubectl_total / batched["inproc_wall"]))
+        checks = [
+            ("re-run: one LIST (%d page%s of %d), no write" % (pages, "s" if pages > 1 else "", PAGE), rerun_ok,
+             fmt_counts(batched["rerun_counts"])),
+            ("first run: <= one write per node + the LIST", first_ok,
+             "%s, %d nodes changed" % (fmt_counts(batched["counts"]), batched["changed"])),
+            ("batched (ansible-playbook) >= 20x faster than kubectl", speedup >= 20,
+             "%.1fx first run, %.1fx re-run; in-process %.1fx (not the target's figure)" % (
+                 speedup, rerun_speedup, kubectl_total / batched["inproc_wall"])),
+        ]
+        for what, met, detail in checks:
+            print("target %-52s %-6s  %s" % (what + ":", "met" if met else "MISSED", detail))
+            summary.append((size, what, met, detail))
         print("one call per node vs batched (ansible-playbook): %.1fx slower" % (per_node_total / batched["wall"]))
         ok = ok and rerun_ok and first_ok and speedup >= 20
+    print("\n== targets ==")
+    for size, what, met, detail in summary:
+        print("%-6s %5d nodes  %-52s %s" % ("met" if met else "MISSED", size, what, detail))
+    print("all targets met" if ok else "some targets MISSED")
     return 0 if ok else 1
 
 
