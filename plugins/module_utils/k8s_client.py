@@ -201,6 +201,21 @@ class NodeAPI:
             except Urllib3Error as exc:
                 raise K8sError("%s failed: cannot reach the API server at %s: %s" % (what, self.host, exc))
 
+    def _list_page(self, field_selector, token):
+        if self.direct:
+            query = [("limit", self.page_size)]
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
+            if token:
+                query.append(("continue", token))
+            return self._request("GET", "/api/v1/nodes", query=query)
+        kwargs = {"limit": self.page_size, "_preload_content": False}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        if token:
+            kwargs["_continue"] = token
+        return self.core.list_node(**kwargs)
+
     def list_nodes(self, field_selector=None):
         """Every node (or those ``field_selector`` selects) as API dicts, in pages of ``page_size``.
 
@@ -209,38 +224,26 @@ class NodeAPI:
         items = []
         token = None
         while True:
-            if self.direct:
-                query = [("limit", self.page_size)]
-                if field_selector:
-                    query.append(("fieldSelector", field_selector))
-                if token:
-                    query.append(("continue", token))
-                func = lambda q=query: self._request("GET", "/api/v1/nodes", query=q)  # noqa: E731
-            else:
-                kwargs = {"limit": self.page_size, "_preload_content": False}
-                if field_selector:
-                    kwargs["field_selector"] = field_selector
-                if token:
-                    kwargs["_continue"] = token
-                func = lambda kw=kwargs: self.core.list_node(**kw)  # noqa: E731
-            page = self._call("list", "listing nodes", func)
+            page = self._call("list", "listing nodes",
+                              lambda tok=token: self._list_page(field_selector, tok))
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
 
-    def get_node(self, name):
+    def _read(self, name):
         if self.direct:
-            func = lambda: self._request("GET", "/api/v1/nodes/{name}", {"name": name})  # noqa: E731
-        else:
-            func = lambda: self.core.read_node(name, _preload_content=False)  # noqa: E731
-        return self._call("get", "reading node %s" % name, func)
+            return self._request("GET", "/api/v1/nodes/{name}", {"name": name})
+        return self.core.read_node(name, _preload_content=False)
+
+    def _patch(self, name, body):
+        if self.direct:
+            return self._request("PATCH", "/api/v1/nodes/{name}", {"name": name}, body=body,
+                                 content_type=STRATEGIC_MERGE_PATCH)
+        return self.core.patch_node(name, body, _content_type=STRATEGIC_MERGE_PATCH, _preload_content=False)
+
+    def get_node(self, name):
+        return self._call("get", "reading node %s" % name, lambda: self._read(name))
 
     def patch_node(self, name, body):
-        if self.direct:
-            func = lambda: self._request("PATCH", "/api/v1/nodes/{name}", {"name": name}, body=body,  # noqa: E731
-                                         content_type=STRATEGIC_MERGE_PATCH)
-        else:
-            func = lambda: self.core.patch_node(name, body, _content_type=STRATEGIC_MERGE_PATCH,  # noqa: E731
-                                                _preload_content=False)
-        return self._call("patch", "patching node %s" % name, func)
+        return self._call("patch", "patching node %s" % name, lambda: self._patch(name, body))
