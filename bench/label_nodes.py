@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: label and taint 1,000 and 5,000 simulated GPU nodes three ways, and print the figures.
 
 For each cluster size, against the Kubernetes API test server (tests/support/kubeapi, run as its own
