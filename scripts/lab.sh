@@ -3,8 +3,10 @@
 #
 #   scripts/lab.sh build   build the node image, the fake NVML library and the fake sysfs views
 #   scripts/lab.sh nodes   build, then create (or reuse) and prepare the four nodes
-#   scripts/lab.sh up      nodes, then the main job (lab/up.yml: each node's GPU inventory)
-#   scripts/lab.sh down    remove the nodes
+#   scripts/lab.sh up      nodes, then the main job: the Kubernetes API test server and the
+#                          toolkit mirror (lab/cluster.yml), and kubegpu.nvidia.site over the lab,
+#                          ending with its summary; run it again and nothing changes
+#   scripts/lab.sh down    remove the nodes, stop both servers, remove lab/.state
 #
 # Nodes: kubegpu-lab-h100 (h100x8), kubegpu-lab-a100 (a100x4-mig), kubegpu-lab-t4 (t4x1),
 # kubegpu-lab-cpu (cpu); their profiles are in lab/inventory.yml.
@@ -14,6 +16,7 @@ cd "$(dirname "$0")/.."
 
 image=kubegpu-lab-node:latest
 sysfs="$KUBEGPU_ROOT/.cache/lab/sysfs"
+state="$KUBEGPU_ROOT/lab/.state"
 # name profile, as in lab/inventory.yml
 nodes=(
     "kubegpu-lab-h100 h100x8"
@@ -23,7 +26,7 @@ nodes=(
 )
 
 usage() {
-    sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,12s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -91,11 +94,21 @@ nodes() {
 
 up() {
     nodes
-    ansible-playbook -i lab/inventory.yml lab/up.yml
+    ansible-playbook -i lab/inventory.yml lab/cluster.yml
+    ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
+        ansible-playbook -i lab/inventory.yml -e "@$state/site-vars.yml" kubegpu.nvidia.site
 }
 
 down() {
     local entry name
+    if [ -s "$state/kubeapi.pid" ] && kill "$(cat "$state/kubeapi.pid")" 2>/dev/null; then
+        echo "Kubernetes API test server: stopped"
+    fi
+    if [ -d "$state/toolkit_repo" ]; then
+        python3 tests/support/toolkit_repo/serve.py stop --state "$state/toolkit_repo"
+        echo "toolkit mirror: stopped"
+    fi
+    rm -rf "$state"
     for entry in "${nodes[@]}"; do
         name=${entry%% *}
         if docker container inspect "$name" >/dev/null 2>&1; then

@@ -1,0 +1,97 @@
+"""What kubegpu.nvidia.site leaves on the lab nodes and in the Kubernetes API test server."""
+import json
+import os
+import re
+
+import pytest
+import testinfra.utils.ansible_runner
+
+kubernetes = pytest.importorskip("kubernetes")
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+    os.environ["MOLECULE_INVENTORY_FILE"]
+).get_hosts("gpu_nodes")
+
+STATE = os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]
+# node: (GPUs, gpu.product label, allocatable nvidia.com/gpu = GPUs x replicas of its config)
+GPU_NODES = {
+    "cluster-h100": (8, "NVIDIA-H100-80GB-HBM3", 8),
+    "cluster-a100": (4, "NVIDIA-A100-SXM4-40GB", 4),
+    "cluster-t4": (1, "Tesla-T4", 4),  # time-slicing, 4 replicas (config t4-shared)
+}
+CPU_NODE = "cluster-cpu"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"]
+
+
+@pytest.fixture(name="core", scope="module")
+def fixture_core():
+    client = kubernetes.config.new_client_from_config(config_file=os.path.join(STATE, "kubeconfig"))
+    return kubernetes.client.CoreV1Api(client)
+
+
+@pytest.fixture(name="summary", scope="module")
+def fixture_summary():
+    with open(os.path.join(STATE, "summary.json"), encoding="utf-8") as handle:
+        return {row["host"]: row for row in json.load(handle)}
+
+
+def name(host):
+    return host.backend.get_hostname()
+
+
+def test_gpu_node_is_labelled_tainted_and_advertises_its_gpus(host, core):
+    node = name(host)
+    if node == CPU_NODE:
+        pytest.skip("CPU-only node")
+    gpus, product, allocatable = GPU_NODES[node]
+    obj = core.read_node(node)
+    labels = obj.metadata.labels
+    assert labels["nvidia.com/gpu.present"] == "true"
+    assert labels["nvidia.com/gpu.count"] == str(gpus)
+    assert labels["nvidia.com/gpu.product"] == product
+    taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in obj.spec.taints or []]
+    assert taints == [GPU_TAINT]
+    assert obj.status.allocatable["nvidia.com/gpu"] == str(allocatable)
+
+
+def test_cpu_node_is_skipped(host, core):
+    if name(host) != CPU_NODE:
+        pytest.skip("GPU node")
+    obj = core.read_node(CPU_NODE)
+    assert not [k for k in obj.metadata.labels or {} if k.startswith("nvidia.com/")]
+    assert not (obj.spec and obj.spec.taints)
+    assert "nvidia.com/gpu" not in (obj.status.allocatable or {})
+    for package in PACKAGES:
+        assert not host.package(package).is_installed, package
+    assert "nvidia" not in host.check_output("containerd config dump")
+
+
+def test_containerd_runs_the_nvidia_runtime(host):
+    if name(host) == CPU_NODE:
+        pytest.skip("CPU-only node")
+    assert host.service("containerd").is_running
+    for package in PACKAGES:
+        assert host.package(package).version == "1.17.8-1", package
+    dump = host.check_output("containerd config dump")
+    assert re.search(r'\.runtimes\.nvidia\.options\][^\[]*BinaryName = "/usr/bin/nvidia-container-runtime"', dump), dump
+
+
+def test_summary_row(host, summary):
+    node = name(host)
+    row = summary[node]
+    if node == CPU_NODE:
+        assert row["gpus"] == "none (CPU-only)"
+        assert row["validation"] == "skipped"
+        return
+    gpus, _product, allocatable = GPU_NODES[node]
+    assert row["gpus"].startswith("%d x " % gpus)
+    assert row["driver"].startswith("535.")
+    assert row["runtime"] == "containerd: nvidia"
+    assert row["labels"].endswith(", tainted")
+    assert row["allocatable"] == str(allocatable)
+    assert row["validation"] == "passed"
+
+
+def test_validation_pods_are_cleaned_up(core):
+    assert core.list_namespaced_pod("gpu-validation").items == []
