@@ -21,6 +21,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NODE = "kubegpu-lab-h100"
 INVENTORY = ROOT / "lab" / "inventory.yml"
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+import ansible_run  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def in_process(calls):
@@ -58,13 +61,11 @@ def node_running():
 
 
 def time_ansible(module):
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal")
     started = time.perf_counter()
-    proc = subprocess.run(["ansible", NODE, "-i", str(INVENTORY), "-m", module], env=env, capture_output=True,
-                          text=True, check=False)
+    run = ansible_run.run_module(module, hosts=NODE, inventory=INVENTORY, python=None, timeout=None)
     elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit("%s failed on %s:\n%s%s" % (module, NODE, proc.stdout, proc.stderr))
+    if run.rc != 0:
+        raise SystemExit("%s failed on %s:\n%s%s" % (module, NODE, run.stdout, run.stderr))
     return elapsed
 
 

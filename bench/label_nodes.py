@@ -52,6 +52,8 @@ import kubernetes  # noqa: E402
 import urllib3  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
 
+import ansible_run  # noqa: E402
+
 from ansible_collections.kubegpu.nvidia.plugins.modules import k8s_gpu_label  # noqa: E402
 
 PAGE = 500
@@ -158,14 +160,11 @@ def run_playbook(server, workdir, nodes):
                      "        taints: [\"nvidia.com/gpu=present:NoSchedule\"]\n        remove_stale: true\n"
                      "      vars:\n        bench_nodes: \"{{ lookup('ansible.builtin.file', '%s') | from_json }}\"\n"
                      % nodes_file)
-    env = dict(os.environ, K8S_AUTH_KUBECONFIG=server.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     start = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", playbook], env=env,
-                          capture_output=True, text=True, check=False)
+    run = ansible_run.run_playbook(playbook, "localhost,", connection="local", kubeconfig=server.kubeconfig,
+                                   timeout=None)
     wall = time.monotonic() - start
-    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    result = run.module_result()
     if result.get("failed"):
         raise SystemExit("batched run failed: %s" % result.get("msg"))
     return wall, result

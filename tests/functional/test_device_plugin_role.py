@@ -6,11 +6,10 @@ node's nvidia.com/device-plugin.config label picks. The hosts' nvidia_gpu facts 
 Ansible's fact cache, as an earlier nvidia_gpu_facts run would have left them.
 """
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+
+import ansible_run
 
 kubernetes = pytest.importorskip("kubernetes")
 
@@ -28,31 +27,14 @@ PLAYBOOK = """
 
 def run_playbook(directory, kubeconfig, extra_vars, check=False, playbook="site.yml"):
     """Run a playbook with the JSON callback; returns (rc, stats of localhost, {task name: result})."""
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(directory / "inventory.json"),
-           str(directory / playbook), "-e", json.dumps(extra_vars)]
-    if check:
-        cmd.append("--check")
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(directory / "facts"),
-               ANSIBLE_CACHE_PLUGIN_TIMEOUT="0",
-               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-               K8S_AUTH_KUBECONFIG=kubeconfig, KUBECONFIG=kubeconfig)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook\n%s\n%s" % (proc.stdout, proc.stderr)) from None
-    tasks = {}
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            tasks[task["task"]["name"].split(" : ")[-1]] = task["hosts"].get("localhost", {})
-    return proc.returncode, out["stats"].get("localhost", {}), tasks
+    res = ansible_run.run_playbook(directory / playbook, directory / "inventory.json", extra_vars, check=check,
+                                   kubeconfig=kubeconfig, fact_cache=directory / "facts")
+    return res.rc, res.stats.get("localhost", {}), res.tasks()
 
 
 def write_facts(directory, host, nvidia_gpu):
-    """Leave nvidia_gpu facts for `host` in the jsonfile fact cache (ansible-core 2.19 layout)."""
-    payload = json.dumps({"nvidia_gpu": nvidia_gpu})
-    (directory / "facts" / ("s1_" + host)).write_text(json.dumps({"__payload__": payload}))
+    """Leave nvidia_gpu facts for `host` in the jsonfile fact cache."""
+    ansible_run.write_cached_facts(directory / "facts", host, {"nvidia_gpu": nvidia_gpu})
 
 
 def failure(tasks):

@@ -10,10 +10,10 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import pytest
 
+import ansible_run
 from fakenvml.profile import PROFILES, load_profile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -82,17 +82,12 @@ def results(libdir, tmp_path_factory):
         tasks.append(task)
     playbook = tmp / "facts.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".cache" / "collections"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(
-        [str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook)],
-        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp), check=False)
-    report = json.loads(proc.stdout)
-    tasks = report["plays"][0]["tasks"]
-    found = dict((task["task"]["name"], task["hosts"]["localhost"]) for task in tasks)
+    run = ansible_run.run_playbook(playbook, "localhost,", connection="local", timeout=300, cwd=str(tmp),
+                                   env={"ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".cache" / "collections"),
+                                        "ANSIBLE_NOCOLOR": "1"})
+    found = run.tasks()
     assert set(found) == set(CASES)
-    return {"tasks": found, "stdout": proc.stdout, "stderr": proc.stderr, "marker": marker}
+    return {"tasks": found, "stdout": run.stdout, "stderr": run.stderr, "marker": marker}
 
 
 def facts_of(result):

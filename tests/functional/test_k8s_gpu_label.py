@@ -6,14 +6,13 @@ faults or count server-side requests skip on a real cluster.
 """
 import copy
 import json
-import os
-import subprocess
 import threading
 import time
 import uuid
 
 import pytest
 
+import ansible_run
 from ansible_collections.kubegpu.nvidia.plugins.modules.k8s_gpu_label import labels_from_facts
 
 kubernetes = pytest.importorskip("kubernetes")
@@ -94,21 +93,8 @@ def read(core, name):
 
 def run_module(kube, args, check=False, diff=False, env=None):
     """Run the module through `ansible` and return its result dict."""
-    cmd = ["ansible", "localhost", "-m", "kubegpu.nvidia.k8s_gpu_label", "-a", json.dumps(args)]
-    if check:
-        cmd.append("--check")
-    if diff:
-        cmd.append("--diff")
-    run_env = dict(os.environ, K8S_AUTH_KUBECONFIG=kube.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-                   ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_LOCALHOST_WARNING="false",
-                   ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
-    run_env.update(env or {})
-    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=300, check=False)
-    try:
-        out = json.loads(proc.stdout)
-        result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError("no module result\nstdout:\n%s\nstderr:\n%s" % (proc.stdout, proc.stderr))
+    result = ansible_run.run_module("kubegpu.nvidia.k8s_gpu_label", args, check=check, diff=diff, env=env,
+                                    kubeconfig=kube.kubeconfig, timeout=300).module_result()
     assert "Traceback" not in result.get("msg", ""), json.dumps(result, indent=1)
     return result
 

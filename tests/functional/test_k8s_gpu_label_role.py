@@ -5,13 +5,11 @@ they land in ansible_facts) from the inventory, so no GPU host is needed; the ro
 runs on localhost.
 """
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import pytest
 
+import ansible_run
 from test_k8s_gpu_label import A100X4_MIG, GPU_TAINT, H100X8, T4X1  # pylint: disable=import-error
 
 kubernetes = pytest.importorskip("kubernetes")
@@ -66,17 +64,10 @@ def lab(kube, tmp_path):
             pass
 
 
-def play(kube, lab, *extra):
-    env = dict(os.environ, K8S_AUTH_KUBECONFIG=kube.kubeconfig, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    cmd = ["ansible-playbook", "-i", str(lab["dir"] / "inventory.json"), str(lab["dir"] / "site.yml")] + list(extra)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON output\nstdout:\n%s\nstderr:\n%s" % (proc.stdout, proc.stderr))
-    tasks = dict((t["task"]["name"], t["hosts"]) for p in out["plays"] for t in p["tasks"])
-    return proc.returncode, tasks
+def play(kube, lab, extra_vars=None):
+    res = ansible_run.run_playbook(lab["dir"] / "site.yml", lab["dir"] / "inventory.json", extra_vars,
+                                   kubeconfig=kube.kubeconfig, timeout=300)
+    return res.rc, res.task_hosts()
 
 
 def label_result(tasks):
@@ -115,7 +106,7 @@ def test_role_labels_and_taints_every_gpu_host_once(kube, lab):
 
 
 def test_role_without_taint(kube, lab):
-    rc, tasks = play(kube, lab, "-e", json.dumps({"k8s_gpu_node_taints": []}))
+    rc, tasks = play(kube, lab, {"k8s_gpu_node_taints": []})
     assert rc == 0
     for node_name, _a, facts, _v in lab["hosts"].values():
         node = lab["core"].read_node(node_name)

@@ -1,9 +1,10 @@
 """kubernetes.core modules (k8s, k8s_info, k8s_drain) against the cluster, as subprocesses."""
 
 import json
-import subprocess
 
 import pytest
+
+import ansible_run
 
 pytest.importorskip("kubernetes")
 
@@ -12,19 +13,10 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 def run_playbook(kube, tmp_path, tasks, extra_vars=None):
     """Run tasks on localhost; return {task name: result}."""
-    play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     path = tmp_path / "play.yml"
-    path.write_text(json.dumps(play))
-    cmd = ["ansible-playbook", "-i", "localhost,", "-c", "local", str(path),
-           "-e", json.dumps(extra_vars or {})]
-    env = kube.env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                   ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_PYTHON_INTERPRETER=__import__("sys").executable)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook\n%s\n%s" % (proc.stdout, proc.stderr)) from None
-    return {t["task"]["name"]: t["hosts"]["localhost"] for t in out["plays"][0]["tasks"]}
+    path.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    return ansible_run.run_playbook(path, "localhost,", extra_vars, connection="local", kubeconfig=kube.kubeconfig,
+                                    timeout=300).tasks()
 
 
 def test_k8s_and_k8s_info(kube, tmp_path):

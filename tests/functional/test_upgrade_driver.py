@@ -8,10 +8,10 @@ the validation pod, uncordon, and the stop-on-failure path.
 """
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+import ansible_run
 
 kubernetes = pytest.importorskip("kubernetes")
 
@@ -30,22 +30,9 @@ FAST = {
 
 def run_upgrade(directory, kubeconfig, extra_vars=None):
     """Run the playbook with the JSON callback; returns (rc, [(host, task, result)] in order)."""
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(directory / "inventory.json"),
-           PLAYBOOK, "-e", json.dumps(dict(FAST, **(extra_vars or {})))]
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_PIPELINING="1",
-               K8S_AUTH_KUBECONFIG=kubeconfig, KUBECONFIG=kubeconfig)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook\n%s\n%s" % (proc.stdout, proc.stderr)) from None
-    events = []
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            for host, result in task["hosts"].items():
-                events.append((host, task["task"]["name"].split(" : ")[-1], result))
-    return proc.returncode, events
+    res = ansible_run.run_playbook(PLAYBOOK, directory / "inventory.json", dict(FAST, **(extra_vars or {})),
+                                   kubeconfig=kubeconfig, env={"ANSIBLE_PIPELINING": "1"})
+    return res.rc, res.events()
 
 
 def ran(events, host):
@@ -215,22 +202,16 @@ def test_the_driver_role_does_nothing_when_the_wanted_driver_is_loaded(tmp_path)
     facts = tmp_path / "facts"
     facts.mkdir()
     gpu = {"present": True, "count": 8, "source": "nvml", "driver_version": "535.183.01"}
-    (facts / "s1_gpu-a").write_text(json.dumps({"__payload__": json.dumps({"nvidia_gpu": gpu})}))
+    ansible_run.write_cached_facts(facts, "gpu-a", {"nvidia_gpu": gpu})
     (tmp_path / "inventory.json").write_text(json.dumps(
         {"gpu_nodes": {"hosts": {"gpu-a": {"ansible_connection": "local"}}}}))
     (tmp_path / "driver.yml").write_text(ROLE_PLAYBOOK)
     # --check: were the decision wrong, nothing would be written on this machine
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--check", "-i",
-           str(tmp_path / "inventory.json"), str(tmp_path / "driver.yml"),
-           "-e", json.dumps({"nvidia_driver_version": "535.183.01"})]
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(facts),
-               ANSIBLE_CACHE_PLUGIN_TIMEOUT="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_PIPELINING="1")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-    out = json.loads(proc.stdout)
-    events = [("gpu-a", t["task"]["name"].split(" : ")[-1], t["hosts"]["gpu-a"])
-              for p in out["plays"] for t in p["tasks"] if "gpu-a" in t["hosts"]]
-    assert proc.returncode == 0, [(n, r.get("msg")) for _h, n, r in events if r.get("failed")]
+    run = ansible_run.run_playbook(tmp_path / "driver.yml", tmp_path / "inventory.json",
+                                   {"nvidia_driver_version": "535.183.01"}, check=True, fact_cache=facts,
+                                   env={"ANSIBLE_PIPELINING": "1"}, timeout=300)
+    out, events = run.data, run.events()
+    assert run.rc == 0, [(n, r.get("msg")) for _h, n, r in events if r.get("failed")]
     assert "nothing to do" in result(events, "gpu-a", "Report that the wanted driver is already loaded")["msg"]
     done = ran(events, "gpu-a")
     for step in ("Gather the GPU facts", "Install the driver packages", "Blacklist nouveau", "Load the kernel module and decide on a reboot"):

@@ -1,11 +1,13 @@
 """What the pytest `kube` fixture hands to tests: one cluster, test server or real."""
 
-import json
 import os
 import subprocess
+import sys
 import uuid
 
 import yaml
+
+import ansible_run
 
 
 class Kube:
@@ -84,11 +86,6 @@ class Kube:
         self._namespaces, self._nodes = [], []
 
     # ---------------------------------------------------------------- tools as subprocesses
-    def env(self, **extra):
-        env = dict(os.environ, KUBECONFIG=self.kubeconfig, K8S_AUTH_KUBECONFIG=self.kubeconfig)
-        env.update(extra)
-        return env
-
     def kubectl(self, *args, kubeconfig=None, check=False):
         proc = subprocess.run(["kubectl", "--kubeconfig", kubeconfig or self.kubeconfig] + list(args),
                               capture_output=True, text=True, timeout=120, check=False)
@@ -98,22 +95,9 @@ class Kube:
 
     def ansible(self, module, args, check=False, diff=False, env=None):
         """Run one module on localhost with `ansible`; returns its result dict."""
-        cmd = ["ansible", "localhost", "-m", module, "-a", json.dumps(args)]
-        if check:
-            cmd.append("--check")
-        if diff:
-            cmd.append("--diff")
-        run_env = self.env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                           ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-                           ANSIBLE_PYTHON_INTERPRETER=os.environ.get("KUBEAPI_PYTHON") or _python())
-        run_env.update(env or {})
-        proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=300, check=False)
-        try:
-            out = json.loads(proc.stdout)
-            return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
-        except (ValueError, KeyError, IndexError):
-            raise AssertionError("no module result\nstdout:\n%s\nstderr:\n%s"
-                                 % (proc.stdout, proc.stderr)) from None
+        return ansible_run.run_module(module, args, check=check, diff=diff, env=env, kubeconfig=self.kubeconfig,
+                                      python=os.environ.get("KUBEAPI_PYTHON") or sys.executable,
+                                      timeout=300).module_result()
 
     def readonly_kubeconfig(self, directory):
         """A kubeconfig whose user may only read (test server only)."""
@@ -124,9 +108,3 @@ class Kube:
         with open(path, "w") as handle:
             yaml.safe_dump(config, handle)
         return path
-
-
-def _python():
-    import sys
-
-    return sys.executable

@@ -1,6 +1,4 @@
 """Shared fixtures of the gpu_facts scenario: the profiles, the module runner, fault injection."""
-import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -12,6 +10,7 @@ SUPPORT = ROOT / "tests" / "support"
 if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
 
+import ansible_run  # noqa: E402  pylint: disable=wrong-import-position
 from fakenvml.profile import PROFILES, load_profile  # noqa: E402  pylint: disable=wrong-import-position
 
 FAKENVML = ROOT / ".cache" / "fakenvml"
@@ -26,19 +25,8 @@ def run_module_on(inventory, pattern, module, args="", check=False):
     testinfra's host.ansible() reads results through the tree callback, which under
     ansible-core 2.19 drops ``failed`` and ``warnings``; the json callback keeps them.
     """
-    command = ["ansible", pattern, "-i", inventory, "-m", module]
-    if args:
-        command += ["-a", args]
-    if check:
-        command.append("--check")
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_DEPRECATION_WARNINGS="false")
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    try:
-        return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]
-    except (ValueError, KeyError, IndexError):
-        return pytest.fail("ansible gave no result for %s (rc %d): %s %s" % (pattern, proc.returncode, proc.stdout,
-                                                                             proc.stderr))
+    return ansible_run.run_module(module, args, hosts=pattern, inventory=inventory, check=check, python=None,
+                                  env={"ANSIBLE_DEPRECATION_WARNINGS": "false"}, timeout=300).hosts()
 
 
 def run_module(host, module, args="", check=False):
