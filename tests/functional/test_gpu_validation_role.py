@@ -29,9 +29,10 @@ def validation_pods(cluster_):  # pylint: disable=redefined-outer-name
 
 def test_every_gpu_node_passes_and_the_pods_are_deleted(cluster):  # pylint: disable=redefined-outer-name
     (cluster["dir"] / "validate.yml").write_text(PLAYBOOK)
-    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, **VALIDATION),
-                                     playbook="validate.yml")
+    rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, **VALIDATION),
+                                    playbook="validate.yml")
     assert rc == 0, failure(tasks)
+    assert stats["changed"] >= 1
     results = tasks["Record the result per node"]["ansible_facts"]["gpu_validation_results"]
     assert [(r["node"], r["passed"], r["phase"]) for r in results] == [
         ("h100", True, "Succeeded"), ("ip-10-66-0-4", True, "Succeeded")]
@@ -40,8 +41,19 @@ def test_every_gpu_node_passes_and_the_pods_are_deleted(cluster):  # pylint: dis
     assert table[1].split()[:2] == ["h100", "PASS"]
     assert validation_pods(cluster) == []
     # the pods come and go: only the namespace is a change
-    assert [name for name in ("Remove validation pods left from an earlier run", "Start one vector-add pod per GPU node",
-                              "Delete the validation pods") if tasks[name].get("changed")] == []
+    assert tasks["Create the namespace and one vector-add pod per GPU node"]["changed"] is True
+    assert [name for name in ("Remove validation pods left from an earlier run", "Delete the validation pods")
+            if tasks[name].get("changed")] == []
+
+    # a second run validates again (new pods, logs read) and reports no change
+    rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, **VALIDATION),
+                                    playbook="validate.yml")
+    assert rc == 0, failure(tasks)
+    assert stats["changed"] == 0, [name for name, res in tasks.items() if res.get("changed")]
+    finished = tasks["Wait for the pods to finish"]["resources"]
+    assert sorted(p["metadata"]["name"] for p in finished) == ["gpu-validation-h100", "gpu-validation-ip-10-66-0-4"]
+    assert len(tasks["Read the logs of the pods that succeeded"]["results"]) == 2
+    assert validation_pods(cluster) == []
 
 
 def test_a_node_that_cannot_take_the_pod_fails_with_the_scheduler_reason(cluster):  # pylint: disable=redefined-outer-name

@@ -404,3 +404,15 @@ def test_validation_stops_waiting_for_unschedulable_pods_after_their_grace():
     running = dict(base, _gpu_validation_pod_info={"resources": [pods[0], pod("gpu-validation-b", "Running")],
                                                    "attempts": 5})
     assert role_render.render("gpu_validation", "{{ _gpu_validation_done }}", running) is False
+
+
+def test_a_failed_pod_is_reported_with_its_log_tail_without_a_log_read():
+    pods = role_render.render("gpu_validation", "{{ _gpu_validation_pods }}", VALIDATION_SETS["defaults"])
+    assert pods[0]["spec"]["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    crashed = pod("gpu-validation-bad", "Failed")
+    crashed["status"]["containerStatuses"] = [{"state": {"terminated": {
+        "reason": "Error", "exitCode": 1, "message": "Failed to allocate device vector A (error code no CUDA device)"}}}]
+    variables = {"gpu_validation_nodes": ["bad"], "_gpu_validation_pod_info": {"resources": [crashed]}}
+    results = role_render.render("gpu_validation", "{{ _gpu_validation_results }}", variables)
+    assert results == [{"node": "bad", "pod": "gpu-validation-bad", "passed": False, "phase": "Failed",
+                        "reason": "Error: Failed to allocate device vector A (error code no CUDA device)"}]
