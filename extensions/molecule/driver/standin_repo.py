@@ -25,13 +25,12 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 
-from toolkit_repo.build import build_deb, index_entry, run  # noqa: E402  pylint: disable=wrong-import-position
+from toolkit_repo.build import build_deb, index_entry, release, run  # noqa: E402  pylint: disable=wrong-import-position
 
 SUITE = "bookworm"
 ARCH = "amd64"
@@ -104,23 +103,10 @@ def content_hash():
 
 
 def write_release(suite_dir, files):
-    lines = [
-        "Origin: kubegpu test mirror",
-        "Label: Debian (stand-in NVIDIA driver packages)",
-        "Suite: %s" % SUITE,
-        "Codename: %s" % SUITE,
-        "Architectures: %s" % ARCH,
-        "Components: %s" % " ".join(COMPONENTS),
-        "Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
-    ]
-    for field, algo in (("MD5Sum", hashlib.md5), ("SHA256", hashlib.sha256)):
-        lines.append("%s:" % field)
-        for name in files:
-            with open(os.path.join(suite_dir, name), "rb") as handle:
-                data = handle.read()
-            lines.append(" %s %d %s" % (algo(data).hexdigest(), len(data), name))
-    with open(os.path.join(suite_dir, "Release"), "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
+    release(suite_dir, files, fields=[
+        ("Origin", "kubegpu test mirror"), ("Label", "Debian (stand-in NVIDIA driver packages)"),
+        ("Suite", SUITE), ("Codename", SUITE), ("Architectures", ARCH), ("Components", " ".join(COMPONENTS)),
+    ])
 
 
 def build(out):

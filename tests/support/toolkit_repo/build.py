@@ -139,13 +139,17 @@ def index_entry(deb):
         hashlib.md5(data).hexdigest(), hashlib.sha1(data).hexdigest(), hashlib.sha256(data).hexdigest())
 
 
-def release(repo_dir, files):
-    lines = [
-        "Origin: kubegpu test repository",
-        "Label: nvidia-container-toolkit (stand-in)",
-        "Architectures: %s" % ARCH,
-        "Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
-    ]
+def release(repo_dir, files, fields=None):
+    """Write repo_dir/Release listing ``files`` (paths relative to repo_dir) with their hashes.
+
+    ``fields``: header lines before the hashes, as (name, value) pairs; the default describes this
+    flat toolkit repository.
+    """
+    if fields is None:
+        fields = [("Origin", "kubegpu test repository"), ("Label", "nvidia-container-toolkit (stand-in)"),
+                  ("Architectures", ARCH)]
+    lines = ["%s: %s" % field for field in fields]
+    lines.append("Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()))
     for field, algo in (("MD5Sum", hashlib.md5), ("SHA1", hashlib.sha1), ("SHA256", hashlib.sha256)):
         lines.append("%s:" % field)
         for name in files:
