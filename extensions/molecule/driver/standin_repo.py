@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 
-from toolkit_repo.build import build_deb, index_entry, release, run  # noqa: E402  pylint: disable=wrong-import-position
+from toolkit_repo.build import build_deb, index_entry, release, sign_release  # noqa: E402  pylint: disable=wrong-import-position
 
 SUITE = "bookworm"
 ARCH = "amd64"
@@ -135,14 +135,8 @@ def build(out):
             index_files += [os.path.join(rel, "Packages"), os.path.join(rel, "Packages.gz")]
         write_release(suite_dir, index_files)
 
-        home = os.path.join(work, "gnupg")
-        os.makedirs(home, mode=0o700)
-        gpg = ["gpg", "--homedir", home, "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
-        run(gpg + ["--quick-gen-key", "kubegpu test mirror <mirror@kubegpu.invalid>", "ed25519", "sign", "never"])
-        run(gpg + ["--armor", "--output", os.path.join(mirror, "archive-key.asc"), "--export"])
-        run(gpg + ["--clearsign", "--digest-algo", "SHA256", "--output", os.path.join(suite_dir, "InRelease"),
-                   os.path.join(suite_dir, "Release")])
-        run(["gpgconf", "--homedir", home, "--kill", "all"])
+        sign_release(work, suite_dir, os.path.join(mirror, "archive-key.asc"),
+                     "kubegpu test mirror <mirror@kubegpu.invalid>")
         os.rename(os.path.join(work, "repo"), out)
     finally:
         shutil.rmtree(work, ignore_errors=True)

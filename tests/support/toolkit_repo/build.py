@@ -160,6 +160,23 @@ def release(repo_dir, files, fields=None):
         handle.write("\n".join(lines) + "\n")
 
 
+def sign_release(work, release_dir, key_out, uid, detached=False):
+    """Sign release_dir/Release (InRelease, and Release.gpg when ``detached``) with a throwaway key
+    generated under ``work`` for this repository only; export its public key to ``key_out``."""
+    home = os.path.join(work, "gnupg")
+    os.makedirs(home, mode=0o700)
+    gpg = ["gpg", "--homedir", home, "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
+    release_file = os.path.join(release_dir, "Release")
+    run(gpg + ["--quick-gen-key", uid, "ed25519", "sign", "never"])
+    run(gpg + ["--armor", "--output", key_out, "--export"])
+    run(gpg + ["--clearsign", "--digest-algo", "SHA256", "--output", os.path.join(release_dir, "InRelease"),
+               release_file])
+    if detached:
+        run(gpg + ["--armor", "--detach-sign", "--digest-algo", "SHA256", "--output",
+                   os.path.join(release_dir, "Release.gpg"), release_file])
+    run(["gpgconf", "--homedir", home, "--kill", "all"])
+
+
 def build(out, versions):
     work = tempfile.mkdtemp(prefix=".toolkit_repo.", dir=os.path.dirname(out))
     try:
@@ -177,17 +194,8 @@ def build(out, versions):
             handle.write(text.encode())
         release(repo_dir, ["Packages", "Packages.gz"])
 
-        # A throwaway signing key, generated for this repository only.
-        home = os.path.join(work, "gnupg")
-        os.makedirs(home, mode=0o700)
-        gpg = ["gpg", "--homedir", home, "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
-        run(gpg + ["--quick-gen-key", "kubegpu test repository <repo@kubegpu.invalid>", "ed25519", "sign", "never"])
-        run(gpg + ["--armor", "--output", os.path.join(staging, "gpgkey"), "--export"])
-        run(gpg + ["--clearsign", "--digest-algo", "SHA256", "--output", os.path.join(repo_dir, "InRelease"),
-                   os.path.join(repo_dir, "Release")])
-        run(gpg + ["--armor", "--detach-sign", "--digest-algo", "SHA256", "--output",
-                   os.path.join(repo_dir, "Release.gpg"), os.path.join(repo_dir, "Release")])
-        run(["gpgconf", "--homedir", home, "--kill", "all"])
+        sign_release(work, repo_dir, os.path.join(staging, "gpgkey"),
+                     "kubegpu test repository <repo@kubegpu.invalid>", detached=True)
         os.rename(staging, out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
