@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "tests" / "support" / "fakenvml" / "profiles" / "t4x1.conf"
 # plays that only read; every later play changes something
 READ_ONLY_PLAYS = {
-    "Preflight - check the inventory and the Kubernetes API",
+    "Preflight - check the inventory, the control host and the kubeconfig",
     "Discover the GPUs of the GPU nodes",
 }
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "post", "put"}
