@@ -315,3 +315,37 @@ def test_config_label_patches_only_where_the_label_differs():
          "metadata": {"name": "t4-a", "labels": {"nvidia.com/device-plugin.config": "t4"}}},
         {"apiVersion": "v1", "kind": "Node",
          "metadata": {"name": "special", "labels": {"nvidia.com/device-plugin.config": "pinned"}}}]
+
+
+def applied(status, generation=2, name="nvidia-device-plugin"):
+    daemonset = {"kind": "DaemonSet", "metadata": {"name": name, "generation": generation}, "status": status}
+    return {"result": {"results": [
+        {"changed": False, "method": "update", "result": {"kind": "Namespace", "metadata": {"name": "ns"}}},
+        {"changed": False, "method": "update", "result": daemonset}]}}
+
+
+READY = {"desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberReady": 3, "observedGeneration": 2}
+
+
+@pytest.mark.parametrize("status, generation, name, ready", [
+    (READY, 2, "nvidia-device-plugin", True),                              # nothing to wait for: the wait is skipped
+    (READY, 3, "nvidia-device-plugin", False),                             # the apply changed the spec: not observed yet
+    (dict(READY, numberReady=2), 2, "nvidia-device-plugin", False),        # a pod not ready
+    (dict(READY, updatedNumberScheduled=1), 2, "nvidia-device-plugin", False),  # rolling
+    ({}, 1, "nvidia-device-plugin", False),                                # just created
+    (READY, 2, "gpu-feature-discovery", False),                            # another DaemonSet
+])
+def test_the_rollout_wait_runs_unless_the_applied_daemonset_is_ready(status, generation, name, ready):
+    variables = {"_k8s_device_plugin_applied": applied(status, generation, name)}
+    assert role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_applied_ready }}", variables) is ready
+    # with the wait skipped, the rollout check and its message read the applied DaemonSet
+    assert role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_daemonset_ready }}",
+                              dict(variables, _k8s_device_plugin_ds_info={"skipped": True})) is ready
+
+
+def test_the_rollout_check_reads_the_wait_when_it_ran():
+    variables = {"_k8s_device_plugin_applied": applied({}, 1),
+                 "_k8s_device_plugin_ds_info": {"resources": [
+                     {"kind": "DaemonSet", "metadata": {"name": "nvidia-device-plugin", "generation": 1},
+                      "status": dict(READY, observedGeneration=1)}]}}
+    assert role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_daemonset_ready }}", variables) is True
