@@ -192,10 +192,13 @@ results:
       sample: Succeeded
     reason:
       description:
-        - O(expected_log) for a node that passed; else why it did not, for example
-          C(Unschedulable: 0/3 nodes are available: 1 Insufficient nvidia.com/gpu.),
-          C(log lacks "Test PASSED": <log>), C(Error: <log tail>), C(ErrImagePull: <message>)
-          or C(still Running after 300s).
+        - O(expected_log) for a node that passed.
+        - "Else why it did not: C(<Reason>: <message>) of a pod the scheduler did not place (for example
+          C(Unschedulable: 0/3 nodes are available: 1 Insufficient nvidia.com/gpu.)),
+          C(log lacks \"<expected_log>\": <log>) of a pod that Succeeded without the text,
+          C(<reason>: <message>) of a pod that Failed (the message of a failed container is its log tail),
+          C(<reason>: <message>) of a waiting container (for example C(ErrImagePull)),
+          else C(still <phase> after <timeout>s) (phase C(Missing) when the pod was gone)."
       type: str
       sample: Test PASSED
 passed:
@@ -264,16 +267,7 @@ def main():
 
     api = None
     run = None
-
-    def outcome(**extra):
-        out = dict(changed=run.changed if run else False, api_requests=api.counts if api else {})
-        if run is not None and run.node_names:
-            out["nodes"] = run.node_names
-        if run is not None and module._diff and run.diff is not None:
-            out["diff"] = run.diff
-        out.update(extra)
-        return out
-
+    failure = None
     try:
         api = PodAPI(get_api_client(params), retries=params["retries"])
         run = Validation(api, params["pod_template"], namespace=params["namespace"], nodes=params["nodes"],
@@ -283,17 +277,27 @@ def main():
                          poll_interval=params["poll_interval"])
         results = run.run(check_mode=module.check_mode)
     except (ValidationError, K8sError) as exc:
-        module.fail_json(msg=error_text(exc), **outcome())
+        failure = dict(msg=error_text(exc))
     except Exception as exc:  # noqa: BLE001 -- any other failure still ends as one message
-        module.fail_json(msg="unexpected error: %s" % error_text(exc), exception=traceback.format_exc(), **outcome())
+        failure = dict(msg="unexpected error: %s" % error_text(exc), exception=traceback.format_exc())
 
+    result = dict(changed=run.changed if run else False, api_requests=api.counts if api else {})
+    if run is not None and run.node_names:
+        result["nodes"] = run.node_names
+    if run is not None and module._diff and run.diff is not None:
+        result["diff"] = run.diff
+    # failures are reported outside the except blocks: a user-caused failure carries no traceback
+    if failure:
+        result.update(failure)
+        module.fail_json(**result)
     if module.check_mode:
         module.exit_json(msg="check mode: no pod run; the namespace %s %s" % (
-            params["namespace"], "would be created" if run.changed else "exists"), results=[], **outcome())
+            params["namespace"], "would be created" if run.changed else "exists"), results=[], **result)
     failed = failure_message(results)
+    result.update(results=results, passed=not failed, msg=failed or success_message(results))
     if failed and params["fail_on_failure"]:
-        module.fail_json(msg=failed, results=results, passed=False, **outcome())
-    module.exit_json(msg=failed or success_message(results), results=results, passed=not failed, **outcome())
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
