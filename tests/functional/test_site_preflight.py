@@ -61,8 +61,10 @@ class Site:
             env.pop(name, None)
         if self.kube.is_test_server:
             self.kube.server.reset_counts()
-        cmd = ["ansible-playbook", "-i", str(inventory), "kubegpu.nvidia.site",
-               "-e", "kubegpu_kubeconfig=%s" % (kubeconfig or self.kube.kubeconfig)] + list(extra)
+        # kubeconfig "" runs without one (the inventory gives kubegpu_host and kubegpu_api_key)
+        cmd = ["ansible-playbook", "-i", str(inventory), "kubegpu.nvidia.site"] + list(extra)
+        if kubeconfig != "":
+            cmd += ["-e", "kubegpu_kubeconfig=%s" % (kubeconfig or self.kube.kubeconfig)]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
         try:
             out = json.loads(proc.stdout)
@@ -161,3 +163,18 @@ def test_gpu_node_without_kubernetes_node(site):
     site.kube.node(site.kube.unique("site-other"))
     site.run(site.inventory(control={"localhost": local()})).assert_refused(
         site, "no Kubernetes node matches host %s" % site.gpu_host)
+
+
+def test_host_and_token_reach_the_kubernetes_plays_without_a_kubeconfig(site, kube_server):
+    # kubegpu_host, kubegpu_api_key and kubegpu_ca_cert instead of a kubeconfig: the match and the
+    # labels play (whose role takes them as k8s_gpu_node_host/_api_key/_ca_cert) use them, and the
+    # token never shows in the output
+    site.kube.node(site.gpu_host)
+    control = {"localhost": local(kubegpu_host=kube_server.url, kubegpu_api_key=kube_server.token,
+                                  kubegpu_ca_cert=kube_server.ca_path)}
+    result = site.run(site.inventory(control=control), "", "--tags", "facts,labels")
+    assert result.rc == 0, (result.failures, result.stderr[-2000:])
+    node = site.kube.core().read_node(site.gpu_host)
+    assert node.metadata.labels["nvidia.com/gpu.present"] == "true"
+    assert [(t.key, t.effect) for t in node.spec.taints or []] == [("nvidia.com/gpu", "NoSchedule")]
+    assert kube_server.token not in json.dumps(result.out) + result.stderr
