@@ -71,3 +71,29 @@ def test_a_node_that_cannot_take_the_pod_fails_with_the_scheduler_reason(cluster
     rows = {line.split()[0]: line.split()[1] for line in tasks["Show the result per node"]["msg"][1:]}
     assert rows == {"h100": "PASS", "cpu": "FAIL"}
     assert validation_pods(cluster) == []
+
+
+def test_check_mode_runs_no_pod_and_reports_the_namespace(cluster):  # pylint: disable=redefined-outer-name
+    (cluster["dir"] / "validate.yml").write_text(PLAYBOOK)
+    rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"],
+                                    dict(BASE, with_plugin=False, **VALIDATION), check=True, playbook="validate.yml")
+    assert rc == 0, failure(tasks)
+    assert stats["changed"] == 1
+    run = tasks["Validate the GPU nodes"]
+    assert (run["changed"], run["results"], run["nodes"]) == (True, [], ["h100", "ip-10-66-0-4"])
+    assert tasks["Record the result per node"].get("skipped") is True
+    assert tasks["Fail when a node did not pass"].get("skipped") is True
+    names = [ns.metadata.name for ns in cluster["core"].list_namespace().items]
+    assert "gpu-validation" not in names
+
+
+def test_no_node_to_validate_fails_with_the_selector(cluster):  # pylint: disable=redefined-outer-name
+    (cluster["dir"] / "validate.yml").write_text(PLAYBOOK)
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"],
+                                     dict(BASE, with_plugin=False, gpu_validation_node_selector="gpu=none",
+                                          **VALIDATION), playbook="validate.yml")
+    assert rc != 0
+    name, result = failure(tasks)
+    assert name == "Validate the GPU nodes"
+    assert result["msg"] == ("No node to validate: no node matches the label selector gpu=none "
+                             "(label the GPU nodes, or name them in nodes)")
