@@ -65,7 +65,7 @@ PROFILES = [
 ]
 
 
-# The facts the role k8s_gpu_node passes for each host (roles/k8s_gpu_node/templates/nodes.json.j2): the
+# The facts the role k8s_gpu_node passes for each host (the filter kubegpu.nvidia.gpu_node_requests): the
 # fields the labels are derived from.
 ROLE_FACT_KEYS = ("present", "source", "driver_version", "cuda_driver_version", "machine")
 ROLE_DEVICE_KEYS = ("name", "product", "memory_mib", "compute_capability", "mig")

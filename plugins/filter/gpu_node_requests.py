@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter kubegpu.nvidia.gpu_node_requests: the O(nodes) argument of k8s_gpu_label for inventory hosts."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+# The per-device facts the labels are derived from (UUIDs, PCI addresses and the like would only
+# make the module's arguments, and Ansible's handling of them, larger for a whole cluster).
+DEVICE_KEYS = ("name", "product", "memory_mib", "compute_capability", "mig")
+GPU_KEYS = ("source", "driver_version", "cuda_driver_version", "machine")
+
+
+def _aliases(host, host_vars, facts):
+    default_ipv4 = facts.get("default_ipv4") or {}
+    candidates = [host, host_vars.get("ansible_host") or "", facts.get("hostname") or "", facts.get("fqdn") or "",
+                  facts.get("nodename") or "", default_ipv4.get("address") or ""]
+    candidates += list(facts.get("all_ipv4_addresses") or [])
+    aliases = []
+    for value in candidates:
+        value = str(value)
+        if value and not value.startswith("127.") and value not in aliases:
+            aliases.append(value)
+    return aliases
+
+
+def gpu_node_requests(hosts, hostvars):
+    """One ``{name, aliases, facts}`` per host of ``hosts`` whose ``nvidia_gpu`` facts show a GPU.
+
+    ``name`` is the host variable ``k8s_gpu_node_name``, else the inventory name; ``aliases`` are the
+    names and addresses the host is known by (to find its node by hostname or InternalIP); ``facts``
+    is the part of its ``nvidia_gpu`` facts the labels come from.
+    """
+    if isinstance(hosts, str):
+        hosts = [hosts]
+    requests = []
+    for host in hosts or []:
+        try:
+            host_vars = hostvars[host]
+        except KeyError:
+            raise AnsibleFilterError("gpu_node_requests: %s is not a host of the inventory" % host)
+        facts = host_vars.get("ansible_facts") or {}
+        gpu = facts.get("nvidia_gpu") or {}
+        if not gpu.get("present"):
+            continue
+        devices = [dict((key, device.get(key)) for key in DEVICE_KEYS) for device in gpu.get("devices") or []]
+        summary = dict((key, gpu.get(key)) for key in GPU_KEYS)
+        summary.update(present=gpu["present"], devices=devices)
+        requests.append({"name": host_vars.get("k8s_gpu_node_name") or host,
+                         "aliases": _aliases(host, host_vars, facts), "facts": summary})
+    return requests
+
+
+class FilterModule:
+    """The collection's filters."""
+
+    def filters(self):
+        return {"gpu_node_requests": gpu_node_requests}

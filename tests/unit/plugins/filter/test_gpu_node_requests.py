@@ -1,0 +1,55 @@
+"""Filter kubegpu.nvidia.gpu_node_requests: inventory hosts to k8s_gpu_label's `nodes` items."""
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import FilterModule, gpu_node_requests
+
+H100 = {"present": True, "count": 1, "source": "nvml", "driver_version": "535.183.01", "cuda_driver_version": "12.2",
+        "machine": "DGX-H100", "devices": [{"index": 0, "uuid": "GPU-1", "pci_bus_id": "00000000:17:00.0",
+                                            "name": "NVIDIA H100 80GB HBM3", "product": "NVIDIA-H100-80GB-HBM3",
+                                            "memory_mib": 81559, "compute_capability": "9.0",
+                                            "mig": {"current": 0, "pending": 0}}]}
+
+
+def test_a_gpu_host_becomes_one_request_with_its_names_addresses_and_label_facts():
+    hostvars = {"gpu1": {"ansible_host": "10.0.0.7", "ansible_facts": {
+        "nvidia_gpu": H100, "hostname": "gpu1", "fqdn": "gpu1.example.com", "nodename": "gpu1",
+        "default_ipv4": {"address": "10.0.0.7"}, "all_ipv4_addresses": ["10.0.0.7", "172.17.0.1", "127.0.0.1"]}}}
+    assert gpu_node_requests(["gpu1"], hostvars) == [{
+        "name": "gpu1",
+        "aliases": ["gpu1", "10.0.0.7", "gpu1.example.com", "172.17.0.1"],
+        "facts": {"present": True, "source": "nvml", "driver_version": "535.183.01", "cuda_driver_version": "12.2",
+                  "machine": "DGX-H100",
+                  "devices": [{"name": "NVIDIA H100 80GB HBM3", "product": "NVIDIA-H100-80GB-HBM3", "memory_mib": 81559,
+                               "compute_capability": "9.0", "mig": {"current": 0, "pending": 0}}]}}]
+
+
+def test_the_node_name_comes_from_k8s_gpu_node_name():
+    hostvars = {"lab-h100": {"k8s_gpu_node_name": "ip-10-0-0-7", "ansible_facts": {"nvidia_gpu": H100}}}
+    (request,) = gpu_node_requests(["lab-h100"], hostvars)
+    assert request["name"] == "ip-10-0-0-7"
+    assert request["aliases"] == ["lab-h100"]
+
+
+def test_hosts_without_gpus_or_facts_are_left_out_in_order():
+    hostvars = {"a": {"ansible_facts": {"nvidia_gpu": H100}}, "cpu": {"ansible_facts": {"nvidia_gpu": {"present": False}}},
+                "nofacts": {}, "b": {"ansible_facts": {"nvidia_gpu": H100}}}
+    assert [r["name"] for r in gpu_node_requests(["b", "cpu", "nofacts", "a"], hostvars)] == ["b", "a"]
+    assert gpu_node_requests([], hostvars) == []
+
+
+def test_missing_device_fields_are_none():
+    hostvars = {"old": {"ansible_facts": {"nvidia_gpu": {"present": True, "devices": [{"name": "Tesla T4"}]}}}}
+    (request,) = gpu_node_requests("old", hostvars)
+    assert request["facts"]["devices"] == [{"name": "Tesla T4", "product": None, "memory_mib": None,
+                                            "compute_capability": None, "mig": None}]
+    assert request["facts"]["driver_version"] is None
+
+
+def test_an_unknown_host_is_a_clear_error():
+    with pytest.raises(AnsibleFilterError, match="gpu_node_requests: nope is not a host of the inventory"):
+        gpu_node_requests(["nope"], {})
+
+
+def test_the_filter_is_registered():
+    assert FilterModule().filters()["gpu_node_requests"] is gpu_node_requests
