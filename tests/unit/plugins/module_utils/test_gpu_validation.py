@@ -96,7 +96,7 @@ def test_validation_stops_waiting_for_unschedulable_pods_after_their_grace():
 def test_polls_start_short_and_double_up_to_the_interval():
     delays = []
     delay = None
-    for _ in range(6):
+    for _step in range(6):
         delay = gv.next_delay(delay, 2)
         delays.append(delay)
     assert delays == [0.2, 0.4, 0.8, 1.6, 2, 2]
