@@ -212,7 +212,8 @@ class Validation:
 
     ``api`` needs: ``list_nodes(label_selector)``, ``get_namespace(name)`` (None when missing),
     ``create_namespace(body)``, ``list_pods(namespace, label_selector)``, ``create_pod(namespace, body)``,
-    ``delete_pod(namespace, name)`` (a missing pod is fine) and ``read_pod_log(namespace, name)``.
+    ``delete_pod(namespace, name)`` (a missing pod is fine) and ``read_pod_log(namespace, name, container)``
+    (``container`` None for a pod with one container; else the first container of the template).
     """
 
     def __init__(self, api, template, namespace="gpu-validation", nodes=None,
@@ -223,6 +224,9 @@ class Validation:
         self.template = template
         self.labels = template_labels(template)
         self.selector = label_selector(self.labels)
+        # with several containers the log read must name one: the first is the check
+        containers = (template.get("spec") or {}).get("containers") or []
+        self.log_container = containers[0].get("name") if len(containers) > 1 else None
         self.namespace = namespace
         self.nodes = unique(nodes or [])
         self.node_selector = node_selector
@@ -328,7 +332,7 @@ class Validation:
             pods = self.wait_for_pods(names, created_at)
             for name in names:
                 if pod_phase(pods.get(name)) == "Succeeded":
-                    logs[name] = self.api.read_pod_log(self.namespace, name)
+                    logs[name] = self.api.read_pod_log(self.namespace, name, self.log_container)
         except BaseException as exc:
             try:
                 self.cleanup(attempted)

@@ -73,6 +73,7 @@ options:
         in O(namespace) before it starts).
       - Give the container C(terminationMessagePolicy=FallbackToLogsOnError) so that a failed pod's reason holds the
         tail of its log.
+      - With several containers, the log of the first one is checked.
     type: dict
     required: true
   expected_log:

@@ -213,3 +213,14 @@ def test_an_older_client_runs_the_same_validation_through_core_v1_api(kube, node
     assert run.changed is True
     assert api.counts == {"list": 3, "get": 3, "create": 3, "delete": 2}
     assert pods(kube) == []
+
+
+def test_a_pod_with_several_containers_is_judged_by_the_first_ones_log(kube, nodes):
+    del nodes
+    tmpl = template()
+    tmpl["spec"]["containers"].append({"name": "sidecar", "image": "registry.example/sidecar:1"})
+    result = kube.ansible(MODULE, args(nodes=["node-a"], pod_template=tmpl))
+    assert result.get("failed") is not True, result
+    assert result["results"][0]["passed"] is True
+    log_reads = [r["path"] for r in kube.server.requests() if r["resource"] == "pods/log"]
+    assert log_reads == ["/api/v1/namespaces/gpu-validation/pods/gpu-validation-node-a/log"]

@@ -174,6 +174,7 @@ class FakeAPI:
         self.pods = {}
         self.deleting = {}
         self.calls = []
+        self.containers = []
         self.listings = 0
 
     def _maybe_fail(self, call):
@@ -227,8 +228,9 @@ class FakeAPI:
             self.deleting[name] = self.linger
         return name in self.pods
 
-    def read_pod_log(self, namespace, name):
+    def read_pod_log(self, namespace, name, container=None):
         self.calls.append(("read_pod_log", name))
+        self.containers.append(container)
         return self.logs.get(name, "Test PASSED\n")
 
 
@@ -345,3 +347,12 @@ def test_pods_that_do_not_go_away_fail_the_run_after_the_timeout():
         validation(api, clock, timeout=3).run()
     assert err.value.msg == ("validation pods still present 3s after deleting them: "
                              "gpu-validation-n1, gpu-validation-n2")
+
+
+def test_the_log_of_the_first_container_is_read_when_the_pod_has_several():
+    api, clock = FakeAPI(nodes=["n1"]), Clock()
+    validation(api, clock).run()
+    sidecar = dict(TEMPLATE, spec=dict(TEMPLATE["spec"], containers=[{"name": "check", "image": "a"},
+                                                                     {"name": "sidecar", "image": "b"}]))
+    gv.Validation(api, sidecar, nodes=["n1"], clock=clock, sleep=clock.sleep).run()
+    assert api.containers == [None, "check"]
