@@ -287,7 +287,8 @@ def main():
         result["nodes"] = run.node_names
     if run is not None and module._diff and run.diff is not None:
         result["diff"] = run.diff
-    # failures are reported outside the except blocks: a user-caused failure carries no traceback
+    # failures are reported outside the except blocks, so that a user-caused one carries no traceback
+    # of the module's own code (only an unexpected error does)
     if failure:
         result.update(failure)
         module.fail_json(**result)
