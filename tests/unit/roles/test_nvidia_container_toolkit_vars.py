@@ -1,8 +1,9 @@
-"""What the nvidia_container_toolkit role reads from its one probe of a Debian node.
+"""What the nvidia_container_toolkit role reads from its one probe of a node.
 
-The probe (tasks/setup-Debian.yml) prints dpkg-query's lines, then the apt source file's mode, owner
-and content, then the signing key's mode and owner; the role skips writing the key and the source
-when they are in place, and installs only the packages that are missing or at another version.
+The probe (tasks/node.yml) prints, on Debian, dpkg-query's lines, then the apt source file's mode,
+owner and content, then the signing key's mode and owner, then (every family) systemctl's states of
+the container runtimes' services; the role skips writing the key and the source when they are in
+place, installs only the packages that are missing or at another version, and picks the runtimes.
 """
 import os
 
@@ -21,16 +22,20 @@ PACKAGES = ["nvidia-container-toolkit ii  1.17.8-1", "nvidia-container-toolkit-b
             "python3-tomlkit ii  0.11.7-1"]
 
 
-def probe(packages=None, source=None, key=("present 644 root root",)):
+UNITS = ["LoadState=loaded", "ActiveState=active", "UnitFileState=enabled", "",
+         "LoadState=not-found", "ActiveState=inactive", "UnitFileState="]
+
+
+def probe(packages=None, source=None, key=("present 644 root root",), units=None):
     lines = list(PACKAGES if packages is None else packages) + ["### source"]
     lines += list(SOURCE if source is None else source) + ["### key"] + list(key)
-    return lines
+    return lines + ["### units"] + list(UNITS if units is None else units)
 
 
 def render(expression, lines, **overrides):
     variables = DataLoader().load_from_file(DEBIAN_VARS, trusted_as_template=True)
     variables.update({"nvidia_container_toolkit_repo_deb_url": URL,
-                      "_nvidia_container_toolkit_dpkg": {"stdout_lines": lines}}, **overrides)
+                      "_nvidia_container_toolkit_probe": {"stdout_lines": lines}}, **overrides)
     return role_render.render("nvidia_container_toolkit", expression, variables)
 
 
@@ -70,3 +75,18 @@ def test_the_source_lines_are_never_read_as_packages():
     # a source line whose second word is "ii" must not count as an installed package
     lines = probe(packages=[], source=["644 root root", "deb ii 1.0"])
     assert render("{{ _nvidia_container_toolkit_installed }}", lines) == {}
+
+
+def test_the_service_states_follow_the_units_marker():
+    assert render("{{ _nvidia_container_toolkit_unit_lines }}", probe()) == UNITS
+    # RedHat's probe prints the units section only
+    assert render("{{ _nvidia_container_toolkit_unit_lines }}", ["### units"] + UNITS) == UNITS
+    # the key section ends where the units start
+    assert render("{{ _nvidia_container_toolkit_key_in_place }}", probe(units=["present 644 root root"])) is True
+
+
+def test_the_probe_scripts_print_every_section_marker():
+    debian = DataLoader().load_from_file(DEBIAN_VARS)["_nvidia_container_toolkit_probe_script"]
+    redhat = DataLoader().load_from_file(DEBIAN_VARS.replace("Debian", "RedHat"))["_nvidia_container_toolkit_probe_script"]
+    assert [m for m in ("### source", "### key", "### units") if m in debian] == ["### source", "### key", "### units"]
+    assert "### units" in redhat and "### source" not in redhat
