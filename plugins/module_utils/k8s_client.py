@@ -8,7 +8,7 @@
 environment fallbacks as ``kubernetes.core``; ``get_api_client()`` builds an
 ``ApiClient`` from them; ``NodeAPI`` lists, reads and patches nodes, counts its
 requests by verb and retries 429 and 5xx answers with backoff, honouring
-``Retry-After``, up to a bound.
+``Retry-After``, up to a bound. A ``NodeAPI`` may be used from several threads.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import json
 import os
+import threading
 import time
 import traceback
 
@@ -26,8 +27,10 @@ K8S_IMPORT_ERROR = None
 try:
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
+    from kubernetes.client import rest as k8s_rest
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
+    from urllib3 import PoolManager
     from urllib3.exceptions import HTTPError as Urllib3Error
     HAS_KUBERNETES = True
 except ImportError:
@@ -57,6 +60,9 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 DEFAULT_RETRIES = 5
 DEFAULT_PAGE_SIZE = 500
 MAX_DELAY = 60.0
+# How often the kubeconfig loader's credential hook runs at most (it runs before every request
+# otherwise). The loader refreshes a token 5 minutes before it expires, so a few seconds lose nothing.
+CREDENTIAL_CHECK_INTERVAL = 5.0
 
 
 class K8sError(Exception):
@@ -68,13 +74,42 @@ class K8sError(Exception):
         self.status = status
 
 
-def get_api_client(params):
+class _ThrottledHook:
+    """The kubeconfig loader's ``refresh_api_key_hook``, run at most once per ``interval`` seconds.
+
+    The loader's hook re-applies its whole configuration before every request (host included, which
+    makes the client re-read the proxy settings from the environment): for thousands of requests a
+    noticeable share of the client's time. It refreshes tokens 5 minutes before they expire, so
+    running it every few seconds is as good. Thread-safe.
+    """
+
+    def __init__(self, hook, interval=CREDENTIAL_CHECK_INTERVAL, clock=time.monotonic):
+        self.hook = hook
+        self.interval = interval
+        self.clock = clock
+        self.last = None
+        self.lock = threading.Lock()
+
+    def __call__(self, configuration):
+        with self.lock:
+            now = self.clock()
+            if self.last is None or now - self.last >= self.interval:
+                self.hook(configuration)
+                self.last = now
+                # the loader's hook installs itself again: keep it behind this one
+                if configuration.refresh_api_key_hook is not self:
+                    self.hook = configuration.refresh_api_key_hook or self.hook
+                    configuration.refresh_api_key_hook = self
+
+
+def get_api_client(params, pool_size=None):
     """An ``ApiClient`` from the module's connection options.
 
     A kubeconfig (the named one, else ``KUBECONFIG`` or ``~/.kube/config``) gives the
     base configuration, else the in-cluster service account; ``host``, ``api_key``,
     ``validate_certs`` and ``ca_cert`` then override it. With ``host`` and no
-    kubeconfig, no file is read.
+    kubeconfig, no file is read. ``pool_size``: keep at least that many connections open
+    to the API server (one per thread that sends requests at the same time).
     """
     cfg = k8s.Configuration()
     kubeconfig = params.get("kubeconfig")
@@ -107,6 +142,12 @@ def get_api_client(params):
         cfg.verify_ssl = params["validate_certs"]
     if params.get("ca_cert"):
         cfg.ssl_ca_cert = params["ca_cert"]
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook = _ThrottledHook(cfg.refresh_api_key_hook)
+    if pool_size and (cfg.connection_pool_maxsize or 0) < pool_size:
+        # urllib3 keeps at most this many connections: more threads would open (and TLS-handshake)
+        # a new one for many of their requests and drop it again
+        cfg.connection_pool_maxsize = pool_size
     return k8s.ApiClient(configuration=cfg)
 
 
@@ -137,12 +178,38 @@ def is_retriable(status):
     return status == 429 or (status is not None and 500 <= status <= 599)
 
 
+def write_pool(api_client):
+    """``(pool, origin)``: the urllib3 pool of connections to the API server, for writes sent straight on it.
+
+    The REST layer of the kubernetes client parses each URL and looks its pool up again, checks the
+    content type against a list, and wraps the answer: for thousands of writes a sixth of the module's
+    own time. The pool is the one that layer uses (same connections, TLS settings and size).
+    None when a proxy is in the way or the client is not built as expected: writes then take the
+    REST layer too.
+    """
+    configuration = getattr(api_client, "configuration", None)
+    manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if configuration is None or type(manager) is not PoolManager or getattr(configuration, "proxy", None):
+        return None
+    host = configuration.host or ""
+    scheme = host.find("://")
+    if scheme < 0:
+        return None
+    path = host.find("/", scheme + 3)
+    origin = host if path < 0 else host[:path]
+    try:
+        return manager.connection_from_url(origin), origin
+    except (Urllib3Error, ValueError):
+        return None
+
+
 class NodeAPI:
     """List, read and patch nodes; count requests by verb; retry throttling and server errors.
 
     ``retries``: how many times one request is retried on 429 or 5xx before it
     fails. The delay is the answer's ``Retry-After`` when given, else
-    ``backoff * 2**attempt``; either is capped at ``max_delay`` seconds.
+    ``backoff * 2**attempt``; either is capped at ``max_delay`` seconds. Requests may be
+    sent from several threads at once (``counts`` stays exact; a retry delays only its thread).
     """
 
     def __init__(self, api_client, retries=DEFAULT_RETRIES, backoff=0.5, max_delay=MAX_DELAY, sleep=time.sleep,
@@ -160,6 +227,8 @@ class NodeAPI:
         self.sleep = sleep
         self.page_size = page_size
         self.counts = {}
+        self._counts_lock = threading.Lock()
+        self._write_pool = write_pool(api_client) if self.direct else None
 
     @property
     def core(self):
@@ -168,26 +237,38 @@ class NodeAPI:
         return self._core
 
     def _request(self, method, path, path_params=None, query=None, body=None, content_type=None):
-        """One request through the ApiClient without the generated API class, raising ApiException as it does."""
+        """One request through the ApiClient without the generated API class, raising ApiException as it does.
+
+        A write with a JSON body goes straight on the connection pool (``write_pool``) when it can.
+        """
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
         request = self.api_client.param_serialize(
             method=method, resource_path=path, path_params=path_params, query_params=query or [],
             header_params=headers, body=body, auth_settings=["BearerToken"])
-        response = self.api_client.call_api(*request)
+        method, url, headers, body, post_params = request
+        if (self._write_pool and method == "PATCH" and body is not None and not post_params
+                and url.startswith(self._write_pool[1] + "/")):
+            pool, origin = self._write_pool
+            raw = pool.urlopen(method, url[len(origin):], body=json.dumps(body), headers=headers, timeout=None,
+                               preload_content=False)
+            response = k8s_rest.RESTResponse(raw)
+        else:
+            response = self.api_client.call_api(*request)
         response.read()
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response
 
-    def _call(self, verb, what, func):
+    def _call(self, verb, what, func, decode=True):
         attempt = 0
         while True:
-            self.counts[verb] = self.counts.get(verb, 0) + 1
+            with self._counts_lock:
+                self.counts[verb] = self.counts.get(verb, 0) + 1
             try:
                 response = func()
-                return json.loads(response.data)
+                return json.loads(response.data) if decode else None
             except ApiException as exc:
                 if is_retriable(exc.status) and attempt < self.retries:
                     delay = retry_after(exc.headers)
@@ -243,7 +324,9 @@ class NodeAPI:
         return self.core.patch_node(name, body, _content_type=STRATEGIC_MERGE_PATCH, _preload_content=False)
 
     def get_node(self, name):
+        """The node as an API dict."""
         return self._call("get", "reading node %s" % name, lambda: self._read(name))
 
     def patch_node(self, name, body):
-        return self._call("patch", "patching node %s" % name, lambda: self._patch(name, body))
+        """Apply a strategic-merge patch to a node; returns None (the node the API answers with is not decoded)."""
+        return self._call("patch", "patching node %s" % name, lambda: self._patch(name, body), decode=False)

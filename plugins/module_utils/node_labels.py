@@ -13,6 +13,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import is_managed_label
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError
 
@@ -246,21 +249,28 @@ def _public(plan, host):
     return result
 
 
-def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=False, conflict_retries=5):
+def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=False, conflict_retries=5,
+                concurrency=1):
     """Label and taint a batch of nodes with one LIST and at most one PATCH per node that differs.
 
     A batch of one lists only that node (field selector on its name), then, when no node has that
     name, every node to find it by hostname or address.
 
     ``api``: an object with ``list_nodes()``, ``get_node(name)`` and
-    ``patch_node(name, body)`` (``k8s_client.NodeAPI``) that raise ``K8sError``. ``requests``: dicts with ``name``, ``aliases``,
-    ``labels`` (normalised) and ``taints`` (normalised). A 409 Conflict on a
-    taint write re-reads that node, plans again and retries, ``conflict_retries``
-    times at most.
+    ``patch_node(name, body)`` (``k8s_client.NodeAPI``) that raise ``K8sError``; with
+    ``concurrency`` above 1 it is called from several threads at once. ``requests``: dicts with
+    ``name``, ``aliases``, ``labels`` (normalised) and ``taints`` (normalised). A 409 Conflict on a
+    taint write re-reads that node, plans again and retries, ``conflict_retries`` times at most.
+
+    ``concurrency``: how many nodes are written at the same time (1: one after the other). Results
+    and diffs are in the order of ``requests`` either way.
 
     Returns ``(results, diffs)``: one result per request, and a before/after
     diff per changed node. Raises NodeLabelError when a host matches no node
-    (before anything is written), NodeLabelRunFailed when a write fails.
+    (before anything is written), NodeLabelRunFailed when a write fails: its message is that of
+    the first failed node in the order of ``requests``, its results are the nodes before that one,
+    plus the later nodes whose write went through before the run stopped (no new write starts
+    once one has failed).
     """
     nodes = None
     if len(requests) == 1:
@@ -287,12 +297,25 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     if errors:
         raise NodeLabelError("; ".join(errors))
 
+    plans = [plan_node(node, req["labels"], req["taints"], state, remove_stale) for req, node in resolved]
+    todo = [] if check_mode else [i for i, plan in enumerate(plans) if plan["changed"]]
+
+    def write(index):
+        req, node = resolved[index]
+        return _write(api, plans[index], node, req, state, remove_stale, conflict_retries)
+
+    if concurrency > 1 and len(todo) > 1:
+        _write_parallel(write, todo, plans, resolved, concurrency)
+    else:
+        for index in todo:
+            plan, error = write(index)
+            if error:
+                raise NodeLabelRunFailed(error, [_public(plans[i], resolved[i][0]["name"]) for i in range(index)])
+            plans[index] = plan
+
     results = []
     diffs = []
-    for req, node in resolved:
-        plan = plan_node(node, req["labels"], req["taints"], state, remove_stale)
-        if plan["changed"] and not check_mode:
-            plan = _write(api, plan, node, req, state, remove_stale, conflict_retries, results)
+    for (req, _node), plan in zip(resolved, plans):
         results.append(_public(plan, req["name"]))
         if plan["changed"]:
             diffs.append({
@@ -302,13 +325,51 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     return results, diffs
 
 
-def _write(api, plan, node, req, state, remove_stale, conflict_retries, results):
+def _write_parallel(write, todo, plans, resolved, concurrency):
+    """``write(index)`` for each index of ``todo`` on ``concurrency`` threads; ``plans`` updated in place.
+
+    Once a write fails no new one starts; the writes under way finish, and then NodeLabelRunFailed
+    reports the first failed node in input order. Every thread has ended when this returns or raises.
+    """
+    stop = threading.Event()
+    outcome = {}
+
+    def work(index):
+        if stop.is_set():
+            return index, None, None
+        try:
+            plan, error = write(index)
+        except BaseException:
+            stop.set()
+            raise
+        if error:
+            stop.set()
+        return index, plan, error
+
+    # Leaving the with block waits for every worker; after a failure the queued writes return at once.
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(todo))) as pool:
+        for index, plan, error in pool.map(work, todo):
+            outcome[index] = (plan, error)
+    failed = [index for index in todo if outcome[index][1]]
+    for index, (plan, error) in outcome.items():
+        if plan is not None and not error:
+            plans[index] = plan
+    if failed:
+        first = failed[0]
+        done = [i for i in range(len(plans))
+                if (i < first and (i not in outcome or outcome[i][0] is not None))
+                or (i > first and outcome.get(i, (None, None))[0] is not None and not outcome[i][1])]
+        raise NodeLabelRunFailed(outcome[first][1], [_public(plans[i], resolved[i][0]["name"]) for i in done])
+
+
+def _write(api, plan, node, req, state, remove_stale, conflict_retries):
+    """Write one node's plan; returns ``(plan, None)`` (the plan written) or ``(None, message)``."""
     name = plan["name"]
     conflicts = 0
     while True:
         try:
             api.patch_node(name, plan["patch"])
-            return plan
+            return plan, None
         except K8sError as exc:
             status = exc.status
             msg = exc.msg
@@ -317,13 +378,13 @@ def _write(api, plan, node, req, state, remove_stale, conflict_retries, results)
                 try:
                     node = api.get_node(name)
                 except K8sError as exc2:
-                    raise NodeLabelRunFailed(exc2.msg, results)
+                    return None, exc2.msg
                 plan = plan_node(node, req["labels"], req["taints"], state, remove_stale)
                 if not plan["changed"]:
-                    return plan
+                    return plan, None
                 continue
             if status == 409:
                 msg = "%s (gave up after %d conflicting writes)" % (msg, conflicts + 1)
             if status == 422:
                 msg = "the API server rejected the labels or taints of node %s: %s" % (name, msg)
-            raise NodeLabelRunFailed(msg, results)
+            return None, msg

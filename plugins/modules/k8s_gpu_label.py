@@ -17,7 +17,8 @@ description:
     (O(facts)); from the facts, the labels GPU Feature Discovery sets (C(nvidia.com/gpu.product),
     C(nvidia.com/gpu.count), C(nvidia.com/gpu.memory), ...) plus C(accelerator=nvidia-<model>) for C(nodeSelector).
   - Lists the nodes once (in pages of 500), works out locally what differs and writes only the nodes that differ,
-    with one strategic-merge patch per node. A re-run with nothing to change makes one request.
+    with one strategic-merge patch per node, O(concurrency) at a time. A re-run with nothing to change makes
+    one request.
   - C(spec.taints) is an atomic list, so a taint change writes the node's whole taint list (taints set by others
     are kept) together with the node's C(resourceVersion); when the node changed in between, the API answers
     409 Conflict and the module reads that node again and retries.
@@ -133,6 +134,15 @@ options:
     description: How many times one API request is retried after a 429 or 5xx answer before the module fails.
     type: int
     default: 5
+  concurrency:
+    description:
+      - How many nodes are written at the same time, each over its own connection to the API server.
+      - V(1) writes one node after the other.
+      - The results (RV(nodes)) and the diff are in the order of the requested nodes either way. When a write
+        fails (after its retries), no further write starts, the writes under way finish, and the module fails
+        naming the first failed node in that order.
+    type: int
+    default: 8
 requirements:
   - kubernetes >= 24.2.0 (Python library)
 notes:
@@ -184,8 +194,10 @@ changed:
   returned: always
   type: bool
 nodes:
-  description: One entry per requested node.
-  returned: success
+  description:
+    - One entry per requested node, in the order requested.
+    - When a write fails, the nodes before the failed one, and the later ones already written.
+  returned: success, and when a write fails
   type: list
   elements: dict
   contains:
@@ -311,6 +323,7 @@ def main():
         state=dict(type="str", choices=["present", "absent"], default="present"),
         remove_stale=dict(type="bool", default=False),
         retries=dict(type="int", default=5),
+        concurrency=dict(type="int", default=8),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,
@@ -325,14 +338,18 @@ def main():
                                    module.params["replicas"])
     if error:
         module.fail_json(msg=error)
+    if module.params["concurrency"] < 1:
+        module.fail_json(msg="concurrency must be 1 or more, not %d" % module.params["concurrency"])
 
     api = None
     invocation = compact_invocation(module.params)
     try:
         requests = build_requests(module.params)
-        api = NodeAPI(get_api_client(module.params), retries=module.params["retries"])
+        concurrency = module.params["concurrency"]
+        api = NodeAPI(get_api_client(module.params, pool_size=concurrency), retries=module.params["retries"])
         results, diffs = apply_nodes(api, requests, state=module.params["state"],
-                                     remove_stale=module.params["remove_stale"], check_mode=module.check_mode)
+                                     remove_stale=module.params["remove_stale"], check_mode=module.check_mode,
+                                     concurrency=concurrency)
     except NodeLabelRunFailed as exc:
         module.fail_json(msg=exc.msg, nodes=exc.results, changed=any(r["changed"] for r in exc.results),
                          api_requests=api.counts, invocation=invocation)

@@ -27,7 +27,7 @@ def run(monkeypatch):
     """Run main() with args against a fake API; return (result, failed, api)."""
     def _run(args, nodes=(), errors=None, check_mode=False, diff=False):
         api = FakeNodeAPI(list(nodes), errors or {})
-        monkeypatch.setattr(mod, "get_api_client", lambda params: object())
+        monkeypatch.setattr(mod, "get_api_client", lambda params, pool_size=None: object())
         monkeypatch.setattr(mod, "NodeAPI", lambda client, retries: api)
         out = {}
 
