@@ -104,6 +104,9 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "kubeapi-test"
     # TCP_NODELAY as Go's net/http sets it: an answer written in pieces does not wait for delayed ACKs
     disable_nagle_algorithm = True
+    # Answers are buffered and sent whole when the request is done (headers and a small body in one
+    # write, one TLS record), as Go's net/http buffers them; a watch flushes what it streams.
+    wbufsize = 64 * 1024
 
     def log_message(self, format, *args):  # noqa: A002  (quiet)
         pass
@@ -491,6 +494,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        self.wfile.flush()
 
         as_table = tables.wants_table(self.headers.get("Accept"))
 
