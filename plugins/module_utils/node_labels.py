@@ -350,15 +350,15 @@ def _write_parallel(write, todo, plans, resolved, concurrency):
     with ThreadPoolExecutor(max_workers=min(concurrency, len(todo))) as pool:
         for index, plan, error in pool.map(work, todo):
             outcome[index] = (plan, error)
+    written = set(index for index, (plan, _error) in outcome.items() if plan is not None)
+    for index in written:
+        plans[index] = outcome[index][0]
     failed = [index for index in todo if outcome[index][1]]
-    for index, (plan, error) in outcome.items():
-        if plan is not None and not error:
-            plans[index] = plan
     if failed:
         first = failed[0]
-        done = [i for i in range(len(plans))
-                if (i < first and (i not in outcome or outcome[i][0] is not None))
-                or (i > first and outcome.get(i, (None, None))[0] is not None and not outcome[i][1])]
+        # as one after the other would have it: every node before the failed one (none needed a write, or its
+        # write went through), and the later nodes that were written before the run stopped
+        done = [i for i in range(len(plans)) if i in written or (i < first and i not in outcome)]
         raise NodeLabelRunFailed(outcome[first][1], [_public(plans[i], resolved[i][0]["name"]) for i in done])
 
 

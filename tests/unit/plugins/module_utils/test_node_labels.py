@@ -1,4 +1,7 @@
 """Unit tests of the label and taint diff logic (no API)."""
+import threading
+import time
+
 import pytest
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError
@@ -281,3 +284,138 @@ def test_apply_nodes_single_host_by_address_lists_all_nodes_after_selector_misse
     results, _diffs = nl.apply_nodes(api, [req("host1", {"x": "1"}, aliases=["10.1.1.1"])])
     assert [c[:2] for c in api.calls] == [("list", "metadata.name=host1"), ("list",), ("patch", "n1")]
     assert results[0]["host"] == "host1" and results[0]["name"] == "n1"
+
+
+# --- apply_nodes writing several nodes at once ----------------------------------------------
+
+class ThreadedAPI(FakeAPI):
+    """FakeAPI whose patch_node runs ``behave(name)`` (from the worker threads) and counts writes in flight."""
+
+    def __init__(self, nodes, behave=None, on_get=None):
+        super(ThreadedAPI, self).__init__(nodes, on_get=on_get)
+        self.behave = behave
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.threads = set()
+
+    def patch_node(self, name, body):
+        with self.lock:
+            self.calls.append(("patch", name, body))
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.threads.add(threading.current_thread().name)
+        try:
+            if self.behave:
+                self.behave(name)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+        return None
+
+
+def names(count):
+    return ["n%d" % i for i in range(count)]
+
+
+def test_apply_nodes_parallel_writes_at_once_and_keeps_input_order():
+    # Four writes wait for each other: they only get through when all four are sent at the same time.
+    barrier = threading.Barrier(4, timeout=10)
+    # node n0 is already right (no write), n1..n4 differ; after the barrier, n1 finishes last
+    n4_done = threading.Event()
+
+    def behave(name):
+        barrier.wait()
+        if name == "n1":
+            n4_done.wait(10)
+        elif name == "n4":
+            n4_done.set()
+    api = ThreadedAPI([node("n0", {"x": "1"})] + [node(n) for n in names(5)[1:]], behave=behave)
+    before = threading.active_count()
+    results, diffs = nl.apply_nodes(api, [req(n, {"x": "1"}) for n in names(5)], concurrency=4)
+    assert api.most_in_flight == 4
+    assert [r["name"] for r in results] == names(5)
+    assert [r["changed"] for r in results] == [False, True, True, True, True]
+    assert [d["before_header"] for d in diffs] == ["node/n%d" % i for i in range(1, 5)]
+    assert sorted(c[1] for c in api.calls if c[0] == "patch") == names(5)[1:]
+    assert threading.active_count() == before  # no worker left behind
+
+
+def test_apply_nodes_concurrency_one_writes_one_after_the_other_in_order():
+    api = ThreadedAPI([node(n) for n in names(5)])
+    results, _diffs = nl.apply_nodes(api, [req(n, {"x": "1"}) for n in names(5)], concurrency=1)
+    assert api.most_in_flight == 1
+    assert api.threads == {threading.current_thread().name}
+    assert [c[1] for c in api.calls if c[0] == "patch"] == names(5)
+    assert [r["name"] for r in results] == names(5)
+
+
+def test_apply_nodes_parallel_reports_the_first_failure_in_input_order():
+    # all four writes are under way together; n3 fails first in time, n1 fails after it: n1 is reported
+    barrier = threading.Barrier(4, timeout=10)
+    n3_failed = threading.Event()
+
+    def behave(name):
+        barrier.wait()
+        if name == "n3":
+            n3_failed.set()
+            raise K8sError("patching node n3 failed: 500 Internal Server Error", status=500)
+        if name == "n1":
+            n3_failed.wait(10)
+            raise K8sError("patching node n1 failed: 403 Forbidden", status=403)
+    api = ThreadedAPI([node(n) for n in names(4)], behave=behave)
+    before = threading.active_count()
+    with pytest.raises(nl.NodeLabelRunFailed) as info:
+        nl.apply_nodes(api, [req(n, {"x": "1"}) for n in names(4)], concurrency=4)
+    assert info.value.msg == "patching node n1 failed: 403 Forbidden"
+    # n0 (before the failed node) and n2 (after it, written before the run stopped)
+    assert [(r["name"], r["changed"]) for r in info.value.results] == [("n0", True), ("n2", True)]
+    assert threading.active_count() == before
+
+
+def test_apply_nodes_parallel_starts_no_write_after_a_failure():
+    n1_sent = threading.Event()
+    n0_failed = threading.Event()
+
+    def behave(name):
+        if name == "n0":
+            n1_sent.wait(10)  # n1 is under way while n0 fails
+            n0_failed.set()
+            raise K8sError("patching node n0 failed: 422 Unprocessable Entity: bad", status=422)
+        n1_sent.set()
+        n0_failed.wait(10)
+        time.sleep(0.2)  # n0's worker stops the run meanwhile
+    api = ThreadedAPI([node(n) for n in names(20)], behave=behave)
+    with pytest.raises(nl.NodeLabelRunFailed) as info:
+        nl.apply_nodes(api, [req(n, {"x": "1"}) for n in names(20)], concurrency=2)
+    assert "rejected the labels or taints of node n0" in info.value.msg
+    assert sorted(c[1] for c in api.calls if c[0] == "patch") == ["n0", "n1"]
+    assert [r["name"] for r in info.value.results] == ["n1"]
+
+
+def test_apply_nodes_parallel_conflict_rereads_that_node_only():
+    concurrent = {"key": "maintenance", "value": "", "effect": "NoSchedule"}
+    fresh = {"n2": node("n2", taints=[concurrent], rv="9")}
+    conflicts = {"n2": 1}
+    lock = threading.Lock()
+
+    def behave(name):
+        with lock:
+            if conflicts.get(name):
+                conflicts[name] -= 1
+                raise K8sError("conflict", status=409)
+    api = ThreadedAPI([node(n) for n in names(4)], behave=behave, on_get=lambda name: fresh[name])
+    results, _diffs = nl.apply_nodes(api, [req(n, taints=[GPU_TAINT]) for n in names(4)], concurrency=4)
+    patches = [c for c in api.calls if c[0] == "patch"]
+    assert [c for c in api.calls if c[0] == "get"] == [("get", "n2")]
+    assert len(patches) == 5
+    assert [c[2] for c in patches if c[1] == "n2"][-1] == {"metadata": {"resourceVersion": "9"},
+                                                          "spec": {"taints": [concurrent, GPU_TAINT]}}
+    assert [r["taints"] for r in results] == [[GPU_TAINT], [GPU_TAINT], [concurrent, GPU_TAINT], [GPU_TAINT]]
+
+
+def test_apply_nodes_check_mode_starts_no_worker():
+    api = ThreadedAPI([node(n) for n in names(3)])
+    results, diffs = nl.apply_nodes(api, [req(n, {"x": "1"}) for n in names(3)], check_mode=True, concurrency=8)
+    assert [c[0] for c in api.calls] == ["list"]
+    assert [r["changed"] for r in results] == [True, True, True] and len(diffs) == 3
