@@ -1,5 +1,6 @@
 """Unit tests of the k8s_gpu_label module's branches (API replaced by a fake)."""
 import json
+import threading
 
 import pytest
 
@@ -27,7 +28,11 @@ def run(monkeypatch):
     """Run main() with args against a fake API; return (result, failed, api)."""
     def _run(args, nodes=(), errors=None, check_mode=False, diff=False):
         api = FakeNodeAPI(list(nodes), errors or {})
-        monkeypatch.setattr(mod, "get_api_client", lambda params, pool_size=None: object())
+
+        def get_api_client(params, pool_size=None):
+            api.pool_size = pool_size
+            return object()
+        monkeypatch.setattr(mod, "get_api_client", get_api_client)
         monkeypatch.setattr(mod, "NodeAPI", lambda client, retries: api)
         out = {}
 
@@ -54,6 +59,8 @@ class FakeNodeAPI:
         self.errors = errors
         self.counts = {}
         self.patches = []
+        self.threads = set()
+        self.pool_size = None
 
     def _count(self, verb):
         self.counts[verb] = self.counts.get(verb, 0) + 1
@@ -73,7 +80,10 @@ class FakeNodeAPI:
     def patch_node(self, name, body):
         self._count("patch")
         self.patches.append((name, json.loads(json.dumps(body))))
-        return {}
+        self.threads.add(threading.current_thread().name)
+        if name in self.errors:
+            raise self.errors[name]
+        return None
 
 
 def node(name, labels=None, taints=None):
@@ -114,6 +124,41 @@ def test_single_node_labels_written(run):
     assert api.patches == [("n1", {"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}})]
     assert out["api_requests"] == {"list": 1, "patch": 1}
     assert "diff" not in out
+
+
+def test_nodes_written_by_default_concurrency_with_a_pool_that_size(run):
+    out, api = run({"nodes": [{"name": "n%d" % i} for i in range(6)], "labels": {"a": "1"}},
+                   nodes=[node("n%d" % i) for i in range(6)])
+    assert api.pool_size == 8
+    assert threading.current_thread().name not in api.threads
+    assert [r["name"] for r in out["nodes"]] == ["n%d" % i for i in range(6)]
+    assert out["api_requests"] == {"list": 1, "patch": 6}
+
+
+def test_concurrency_one_writes_from_the_module_thread(run):
+    out, api = run({"nodes": [{"name": "n%d" % i} for i in range(3)], "labels": {"a": "1"}, "concurrency": 1},
+                   nodes=[node("n%d" % i) for i in range(3)])
+    assert api.pool_size == 1
+    assert api.threads == {threading.current_thread().name}
+    assert [p[0] for p in api.patches] == ["n0", "n1", "n2"]
+    assert out["changed"] is True
+
+
+def test_concurrency_below_one_fails_with_one_line(run):
+    out, api = run({"node": "n1", "labels": {"a": "1"}, "concurrency": 0}, nodes=[node("n1")])
+    assert out["failed"] is True
+    assert out["msg"] == "concurrency must be 1 or more, not 0"
+    assert api.counts == {}
+
+
+def test_failed_write_in_parallel_names_the_node_and_keeps_the_results(run):
+    out, _api = run({"nodes": [{"name": "n%d" % i} for i in range(2)], "labels": {"a": "1"}},
+                    nodes=[node("n%d" % i) for i in range(2)],
+                    errors={"n0": K8sError("patching node n0 failed after 6 attempts: 500 Internal Server Error", 500)})
+    assert out["failed"] is True
+    assert out["msg"] == "patching node n0 failed after 6 attempts: 500 Internal Server Error"
+    assert [r["name"] for r in out["nodes"]] in ([], ["n1"])  # n1 is listed when its write was under way
+    assert out["changed"] is bool(out["nodes"])
 
 
 def test_unchanged_node_is_not_written(run):
