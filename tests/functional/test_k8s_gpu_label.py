@@ -296,3 +296,46 @@ def test_diff_shows_label_and_taint_changes(kube, core, make_nodes):
         "before": {"labels": {"nvidia.com/gpu.count": "2"}, "taints": []},
         "after": {"labels": {"nvidia.com/gpu.count": "1"}, "taints": ["nvidia.com/gpu=present:NoSchedule"]},
     }]
+
+
+def test_parallel_writes_retry_409_and_429_per_node(kube, core, server, make_nodes):
+    names = make_nodes(6)
+    held, throttled = names[0], names[1:3]
+    concurrent = {"key": "example.com/drain", "value": "", "effect": "NoSchedule"}
+    # The first node's PATCH is held back while another client changes its taints (409 for the module,
+    # which re-reads that node and writes again); two others are throttled once with Retry-After.
+    fault = server.inject(method="PATCH", path_regex="/api/v1/nodes/%s$" % held, delay=2.0, times=1)
+    for name in throttled:
+        server.inject(method="PATCH", path_regex="/api/v1/nodes/%s$" % name, status=429, retry_after=1, times=1)
+
+    def other_client():
+        deadline = time.monotonic() + 120
+        while not fault.fired and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fresh = core.read_node(held)
+        body = {"metadata": {"resourceVersion": fresh.metadata.resource_version}, "spec": {"taints": [concurrent]}}
+        kubernetes.client.CoreV1Api(kube.api_client()).patch_node(
+            held, body, _content_type="application/strategic-merge-patch+json")
+    thread = threading.Thread(target=other_client)
+    server.reset_counts()
+    thread.start()
+    result = run_module(kube, {"nodes": [{"name": n} for n in names], "labels": {"nvidia.com/gpu.present": "true"},
+                               "taints": [GPU_TAINT]})
+    thread.join()
+    requests = server.requests()
+    assert result["changed"] is True, result.get("msg")
+    assert [n["name"] for n in result["nodes"]] == names
+    assert result["nodes"][0]["taints"] == [concurrent, GPU_TAINT]
+    # six writes, the 409 one again after one read, the two throttled ones again
+    assert result["api_requests"] == {"list": 1, "patch": 9, "get": 1}
+    for name in names:
+        labels, taints = read(core, name)
+        assert labels["nvidia.com/gpu.present"] == "true"
+        assert taints == ([concurrent, GPU_TAINT] if name == held else [GPU_TAINT])
+    # The other nodes were written while the first one's write was held: their first PATCHes reached the
+    # server before the module read the first node again (the second GET of it; the first is the other
+    # client's). One node after the other, the module would have read it again before any of them.
+    log = [(r["method"], r["path"].rsplit("/", 1)[-1]) for r in requests if r["path"].startswith("/api/v1/nodes/")]
+    gets = [i for i, request in enumerate(log) if request == ("GET", held)]
+    assert len(gets) == 2
+    assert all(log.index(("PATCH", name)) < gets[1] for name in names[1:]), log
