@@ -30,7 +30,7 @@ try:
     from kubernetes.client import rest as k8s_rest
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
-    from urllib3 import PoolManager
+    from urllib3 import PoolManager, ProxyManager
     from urllib3.exceptions import HTTPError as Urllib3Error
     HAS_KUBERNETES = True
 except ImportError:
@@ -182,14 +182,15 @@ def write_pool(api_client):
     """``(pool, origin)``: the urllib3 pool of connections to the API server, for writes sent straight on it.
 
     The REST layer of the kubernetes client parses each URL and looks its pool up again, checks the
-    content type against a list, and wraps the answer: for thousands of writes a sixth of the module's
-    own time. The pool is the one that layer uses (same connections, TLS settings and size).
+    content type against a list, and wraps the answer: for thousands of writes about a sixth of the
+    client's time per write. The pool is the one that layer uses (same connections, TLS settings and size).
     None when a proxy is in the way or the client is not built as expected: writes then take the
     REST layer too.
     """
     configuration = getattr(api_client, "configuration", None)
     manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-    if configuration is None or type(manager) is not PoolManager or getattr(configuration, "proxy", None):
+    if (configuration is None or not isinstance(manager, PoolManager) or isinstance(manager, ProxyManager)
+            or getattr(configuration, "proxy", None)):
         return None
     host = configuration.host or ""
     scheme = host.find("://")
