@@ -111,6 +111,12 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002  (quiet)
         pass
 
+    def handle_expect_100(self):
+        # the interim answer goes out now, not with the final one
+        result = super().handle_expect_100()
+        self.wfile.flush()
+        return result
+
     # ---------------------------------------------------------------- plumbing
     @property
     def api(self):
