@@ -119,8 +119,8 @@ def test_a_write_goes_straight_on_the_connection_pool_of_the_api_server():
 
 
 def test_a_write_on_the_pool_retries_429_after_retry_after():
-    api = kc.NodeAPI(_client(), sleep=lambda s: slept.append(s))
     slept = []
+    api = kc.NodeAPI(_client(), sleep=slept.append)
     throttled = FakePool(status=429, body=b'{"kind": "Status", "message": "slow down"}', headers={"Retry-After": "3"})
     api._write_pool = (throttled, "https://192.0.2.1:6443")
     with pytest.raises(kc.K8sError, match=r"patching node n1 failed after 6 attempts: 429 Too Many Requests: slow down"):

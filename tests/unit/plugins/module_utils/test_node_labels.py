@@ -409,8 +409,8 @@ def test_apply_nodes_parallel_conflict_rereads_that_node_only():
     patches = [c for c in api.calls if c[0] == "patch"]
     assert [c for c in api.calls if c[0] == "get"] == [("get", "n2")]
     assert len(patches) == 5
-    assert [c[2] for c in patches if c[1] == "n2"][-1] == {"metadata": {"resourceVersion": "9"},
-                                                          "spec": {"taints": [concurrent, GPU_TAINT]}}
+    last_n2 = [c[2] for c in patches if c[1] == "n2"][-1]
+    assert last_n2 == {"metadata": {"resourceVersion": "9"}, "spec": {"taints": [concurrent, GPU_TAINT]}}
     assert [r["taints"] for r in results] == [[GPU_TAINT], [GPU_TAINT], [concurrent, GPU_TAINT], [GPU_TAINT]]
 
 
