@@ -28,12 +28,31 @@ def _aliases(host, host_vars, facts):
     return aliases
 
 
+def label_facts(gpu):
+    """The part of ``nvidia_gpu`` facts the labels come from.
+
+    Identical neighbouring devices (same model, memory, compute capability and MIG mode: the usual
+    node of 4 or 8 GPUs) become one entry with ``count``, so the arguments for a whole cluster stay
+    small; k8s_gpu_label counts such an entry as that many devices.
+    """
+    devices = []
+    for device in gpu.get("devices") or []:
+        entry = dict((key, device.get(key)) for key in DEVICE_KEYS)
+        if devices and dict((k, v) for k, v in devices[-1].items() if k != "count") == entry:
+            devices[-1]["count"] = devices[-1].get("count", 1) + 1
+        else:
+            devices.append(entry)
+    summary = dict((key, gpu.get(key)) for key in GPU_KEYS)
+    summary.update(present=gpu["present"], devices=devices)
+    return summary
+
+
 def gpu_node_requests(hosts, hostvars):
     """One ``{name, aliases, facts}`` per host of ``hosts`` whose ``nvidia_gpu`` facts show a GPU.
 
     ``name`` is the host variable ``k8s_gpu_node_name``, else the inventory name; ``aliases`` are the
     names and addresses the host is known by (to find its node by hostname or InternalIP); ``facts``
-    is the part of its ``nvidia_gpu`` facts the labels come from.
+    is the part of its ``nvidia_gpu`` facts the labels come from (``label_facts``).
     """
     if isinstance(hosts, str):
         hosts = [hosts]
@@ -47,11 +66,8 @@ def gpu_node_requests(hosts, hostvars):
         gpu = facts.get("nvidia_gpu") or {}
         if not gpu.get("present"):
             continue
-        devices = [dict((key, device.get(key)) for key in DEVICE_KEYS) for device in gpu.get("devices") or []]
-        summary = dict((key, gpu.get(key)) for key in GPU_KEYS)
-        summary.update(present=gpu["present"], devices=devices)
         requests.append({"name": host_vars.get("k8s_gpu_node_name") or host,
-                         "aliases": _aliases(host, host_vars, facts), "facts": summary})
+                         "aliases": _aliases(host, host_vars, facts), "facts": label_facts(gpu)})
     return requests
 
 

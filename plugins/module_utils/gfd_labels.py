@@ -245,6 +245,20 @@ def validate_label_options(mig_strategy="none", sharing_strategy="none", replica
     return None
 
 
+def expand_devices(devices):
+    """The device list with an entry that has ``count`` (that many identical devices) repeated that often.
+
+    The filter kubegpu.nvidia.gpu_node_requests merges identical neighbouring devices that way.
+    """
+    expanded = []
+    for device in devices or []:
+        count = device.get("count", 1) if isinstance(device, dict) else 1
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError("a device's count must be a positive integer, got %r" % (count,))
+        expanded.extend([device] * count)
+    return expanded
+
+
 def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
     """Return the GFD-compatible ``nvidia.com/`` node labels for ``facts`` (``ansible_facts.nvidia_gpu``).
 
@@ -258,7 +272,7 @@ def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
     error = validate_label_options(mig_strategy, sharing_strategy, replicas)
     if error:
         raise ValueError(error)
-    devices = list((facts or {}).get("devices") or [])
+    devices = expand_devices((facts or {}).get("devices"))
     if not (facts or {}).get("present") or not devices:
         return {}
     source = facts.get("source")

@@ -84,6 +84,8 @@ options:
       - The C(nvidia_gpu) facts of the node (C(ansible_facts.nvidia_gpu)); the labels GPU Feature Discovery would
         set are derived from them, plus C(accelerator=nvidia-<model>).
       - A dict holding an C(nvidia_gpu) key (all of a host's C(ansible_facts)) is accepted too.
+      - A device entry with C(count) stands for that many identical devices (the filter
+        P(kubegpu.nvidia.gpu_node_requests#filter) merges identical neighbouring devices that way).
     type: dict
   mig_strategy:
     description: MIG strategy reported in C(nvidia.com/mig.strategy) and used for the MIG labels.
@@ -353,7 +355,7 @@ def main():
     except NodeLabelRunFailed as exc:
         module.fail_json(msg=exc.msg, nodes=exc.results, changed=any(r["changed"] for r in exc.results),
                          api_requests=api.counts, invocation=invocation)
-    except (NodeLabelError, K8sError) as exc:
+    except (NodeLabelError, K8sError, ValueError) as exc:
         module.fail_json(msg=str(exc), changed=False, api_requests=api.counts if api else {},
                          invocation=invocation)
     except Exception as exc:  # noqa: BLE001 -- any other failure still ends as one message

@@ -53,3 +53,14 @@ def test_an_unknown_host_is_a_clear_error():
 
 def test_the_filter_is_registered():
     assert FilterModule().filters()["gpu_node_requests"] is gpu_node_requests
+
+
+def test_identical_neighbouring_devices_become_one_entry_with_a_count():
+    t4 = {"name": "Tesla T4", "product": "Tesla-T4", "memory_mib": 15360, "compute_capability": "7.5", "mig": None}
+    gpus = dict(H100, devices=[dict(H100["devices"][0], index=i, uuid="GPU-%d" % i) for i in range(8)]
+                + [dict(t4, index=8), dict(t4, index=9)]
+                + [dict(H100["devices"][0], index=10, mig={"current": 1, "pending": 1})])
+    (request,) = gpu_node_requests(["gpu1"], {"gpu1": {"ansible_facts": {"nvidia_gpu": gpus}}})
+    h100 = dict((k, H100["devices"][0][k]) for k in ("name", "product", "memory_mib", "compute_capability", "mig"))
+    assert request["facts"]["devices"] == [
+        dict(h100, count=8), dict(t4, count=2), dict(h100, mig={"current": 1, "pending": 1})]

@@ -311,3 +311,32 @@ def test_labels_of_others_are_not_managed(key, value):
 
 def test_accelerator_is_managed_when_it_holds_a_value_the_rules_write():
     assert gl.is_managed_label("accelerator", gl.accelerator_label_value("Tesla T4")) is True
+
+
+LABEL_SETS = [
+    ("8x H100", [device(i) for i in range(8)]),
+    ("4x A100 MIG", [device(i, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)) for i in range(4)]),
+    ("A100 one MIG, one full", [device(0, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)),
+                                device(1, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (0, 0))]),
+    ("T4 then 2x H100", [device(0, "Tesla T4", 15360, "7.5", None), device(1), device(2)]),
+]
+
+
+@pytest.mark.parametrize("name, devices", LABEL_SETS, ids=[n for n, _d in LABEL_SETS])
+@pytest.mark.parametrize("options", [{}, {"mig_strategy": "single"}, {"mig_strategy": "mixed"},
+                                     {"sharing_strategy": "time-slicing", "replicas": 4}])
+def test_devices_merged_with_a_count_give_the_same_labels(name, devices, options):
+    # what the filter gpu_node_requests passes: identical neighbours as one entry with count
+    from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import label_facts
+
+    full = facts(devices)
+    merged = label_facts(full)
+    assert len(merged["devices"]) < len(devices) or len(devices) == 1 or name == "A100 one MIG, one full", name
+    assert gl.gfd_labels(merged, **options) == gl.gfd_labels(full, **options)
+    assert gl.multiple_models(merged) == gl.multiple_models(full)
+
+
+@pytest.mark.parametrize("count", [0, -1, "2", True, 1.5])
+def test_a_bad_device_count_is_refused(count):
+    with pytest.raises(ValueError, match="count must be a positive integer"):
+        gl.gfd_labels(facts([dict(device(0), count=count)]))
