@@ -252,7 +252,7 @@ class NodeAPI:
         if (self._write_pool and method == "PATCH" and body is not None and not post_params
                 and url.startswith(self._write_pool[1] + "/")):
             pool, origin = self._write_pool
-            raw = pool.urlopen(method, url[len(origin):], body=json.dumps(body), headers=headers, timeout=None,
+            raw = pool.request(method, url[len(origin):], body=json.dumps(body), headers=headers, timeout=None,
                                preload_content=False)
             response = k8s_rest.RESTResponse(raw)
         else:

@@ -88,7 +88,7 @@ class FakePool:
         self.body = body
         self.headers = headers or {}
 
-    def urlopen(self, method, url, body=None, headers=None, **kwargs):
+    def request(self, method, url, body=None, headers=None, **kwargs):
         self.sent.append((method, url, headers, body, kwargs))
         pool = self
 
