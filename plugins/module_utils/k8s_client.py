@@ -30,7 +30,7 @@ try:
     from kubernetes.client import rest as k8s_rest
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
-    from urllib3 import PoolManager, ProxyManager
+    from urllib3 import PoolManager, ProxyManager, Retry
     from urllib3.exceptions import HTTPError as Urllib3Error
     HAS_KUBERNETES = True
 except ImportError:
@@ -148,6 +148,11 @@ def get_api_client(params, pool_size=None):
         # urllib3 keeps at most this many connections: more threads would open (and TLS-handshake)
         # a new one for many of their requests and drop it again
         cfg.connection_pool_maxsize = pool_size
+    if cfg.retries is None:
+        # urllib3 would otherwise retry 413/429/503 answers with Retry-After itself, up to 3 times and
+        # unseen: the callers' own retries (counted, capped at max_delay) handle those; a connection that
+        # fails is still retried here
+        cfg.retries = Retry(3, respect_retry_after_header=False)
     return k8s.ApiClient(configuration=cfg)
 
 
