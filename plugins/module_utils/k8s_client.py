@@ -8,7 +8,8 @@
 environment fallbacks as ``kubernetes.core``; ``get_api_client()`` builds an
 ``ApiClient`` from them; ``NodeAPI`` lists, reads and patches nodes, counts its
 requests by verb and retries 429 and 5xx answers with backoff, honouring
-``Retry-After``, up to a bound. A ``NodeAPI`` may be used from several threads.
+``Retry-After``, up to a bound (``ApiSession``, which ``k8s_pods.PodAPI`` shares). A ``NodeAPI``
+may be used from several threads.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -209,22 +210,22 @@ def write_pool(api_client):
         return None
 
 
-class NodeAPI:
-    """List, read and patch nodes; count requests by verb; retry throttling and server errors.
+class ApiSession:
+    """Requests through an ``ApiClient``: counted by verb, 429 and 5xx retried, failures as ``K8sError``.
 
-    ``retries``: how many times one request is retried on 429 or 5xx before it
-    fails. The delay is the answer's ``Retry-After`` when given, else
-    ``backoff * 2**attempt``; either is capped at ``max_delay`` seconds. Requests may be
-    sent from several threads at once (``counts`` stays exact; a retry delays only its thread).
+    Clients generated with ``param_serialize`` (kubernetes >= 35) are driven directly: importing
+    ``CoreV1Api`` and the models it pulls in costs about a second per module run, and the answers are
+    read as plain JSON anyway; older clients go through ``core`` (``CoreV1Api``) with
+    ``_preload_content=False``. ``retries``: how many times one request is retried on 429 or 5xx
+    before it fails. The delay is the answer's ``Retry-After`` when given, else
+    ``backoff * 2**attempt``; either is capped at ``max_delay`` seconds. Requests may be sent from
+    several threads at once (``counts`` stays exact; a retry delays only its thread).
     """
 
     def __init__(self, api_client, retries=DEFAULT_RETRIES, backoff=0.5, max_delay=MAX_DELAY, sleep=time.sleep,
                  page_size=DEFAULT_PAGE_SIZE):
         self.api_client = api_client
         self._core = None
-        # Clients generated with param_serialize (kubernetes >= 35) are driven directly: importing
-        # CoreV1Api and the models it pulls in costs about a second per module run, and the answers
-        # are read as plain JSON anyway.
         self.direct = hasattr(api_client, "param_serialize") and hasattr(api_client, "call_api")
         self.host = api_client.configuration.host
         self.retries = retries
@@ -234,7 +235,6 @@ class NodeAPI:
         self.page_size = page_size
         self.counts = {}
         self._counts_lock = threading.Lock()
-        self._write_pool = write_pool(api_client) if self.direct else None
 
     @property
     def core(self):
@@ -242,40 +242,53 @@ class NodeAPI:
             self._core = k8s.CoreV1Api(self.api_client)
         return self._core
 
-    def _request(self, method, path, path_params=None, query=None, body=None, content_type=None):
+    def _request(self, method, path, path_params=None, query=None, body=None, content_type=None,
+                 accept="application/json"):
         """One request through the ApiClient without the generated API class, raising ApiException as it does.
 
-        A write with a JSON body goes straight on the connection pool (``write_pool``) when it can.
+        A body is sent as ``content_type`` (JSON unless given).
         """
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        request = self.api_client.param_serialize(
+        return self._send(self.api_client.param_serialize(
             method=method, resource_path=path, path_params=path_params, query_params=query or [],
-            header_params=headers, body=body, auth_settings=["BearerToken"])
-        method, url, headers, body, post_params = request
-        if (self._write_pool and method == "PATCH" and body is not None and not post_params
-                and url.startswith(self._write_pool[1] + "/")):
-            pool, origin = self._write_pool
-            raw = pool.request(method, url[len(origin):], body=json.dumps(body), headers=headers, timeout=None,
-                               preload_content=False)
-            response = k8s_rest.RESTResponse(raw)
-        else:
-            response = self.api_client.call_api(*request)
+            header_params=self._headers(body, content_type, accept), body=body, auth_settings=["BearerToken"]))
+
+    @staticmethod
+    def _headers(body, content_type, accept):
+        headers = {"Accept": accept}
+        if content_type or body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        return headers
+
+    def _send(self, request):
+        """Send a request ``param_serialize`` built; the answer, read, or ApiException."""
+        response = self.api_client.call_api(*request)
+        return self._checked(response)
+
+    @staticmethod
+    def _checked(response):
         response.read()
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response
 
-    def _call(self, verb, what, func, decode=True):
+    def _call(self, verb, what, func, decode="json", missing_ok=False):
+        """Run ``func`` (one request) with retries; its answer as JSON (``decode="text"``: as a string,
+        ``decode=None``: not read). ``missing_ok``: a 404 answer returns None instead of failing."""
         attempt = 0
         while True:
             with self._counts_lock:
                 self.counts[verb] = self.counts.get(verb, 0) + 1
             try:
                 response = func()
-                return json.loads(response.data) if decode else None
+                if not decode:
+                    return None
+                data = response.data
+                if isinstance(data, bytes):
+                    data = data.decode("utf-8", "replace")
+                return data if decode == "text" else json.loads(data)
             except ApiException as exc:
+                if missing_ok and exc.status == 404:
+                    return None
                 if is_retriable(exc.status) and attempt < self.retries:
                     delay = retry_after(exc.headers)
                     if delay is None:
@@ -287,6 +300,27 @@ class NodeAPI:
                 raise K8sError("%s failed%s: %s" % (what, suffix, api_error_message(exc)), status=exc.status)
             except Urllib3Error as exc:
                 raise K8sError("%s failed: cannot reach the API server at %s: %s" % (what, self.host, exc))
+            except ValueError as exc:
+                raise K8sError("%s failed: the API server's answer is not JSON: %s" % (what, exc))
+
+
+class NodeAPI(ApiSession):
+    """List, read and patch nodes (an ``ApiSession``); node writes go straight on the connection pool."""
+
+    def __init__(self, api_client, **kwargs):
+        super(NodeAPI, self).__init__(api_client, **kwargs)
+        self._write_pool = write_pool(api_client) if self.direct else None
+
+    def _send(self, request):
+        """A PATCH with a JSON body goes straight on the connection pool (``write_pool``) when it can."""
+        method, url, headers, body, post_params = request
+        if (self._write_pool and method == "PATCH" and body is not None and not post_params
+                and url.startswith(self._write_pool[1] + "/")):
+            pool, origin = self._write_pool
+            raw = pool.request(method, url[len(origin):], body=json.dumps(body), headers=headers, timeout=None,
+                               preload_content=False)
+            return self._checked(k8s_rest.RESTResponse(raw))
+        return super(NodeAPI, self)._send(request)
 
     def _list_page(self, field_selector, token):
         if self.direct:
@@ -335,4 +369,4 @@ class NodeAPI:
 
     def patch_node(self, name, body):
         """Apply a strategic-merge patch to a node; returns None (the node the API answers with is not decoded)."""
-        return self._call("patch", "patching node %s" % name, lambda: self._patch(name, body), decode=False)
+        return self._call("patch", "patching node %s" % name, lambda: self._patch(name, body), decode=None)
