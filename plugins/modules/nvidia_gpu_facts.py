@@ -59,6 +59,21 @@ options:
       - Must be 1 when O(sharing_strategy=none).
     type: int
     default: 1
+  gather_subset:
+    description:
+      - Also gather these subsets of Ansible's own host facts in the same run, with the collectors, subset
+        rules and names of M(ansible.builtin.setup) (for example C(ansible_facts.distribution)).
+      - A play that needs a few host facts as well as the GPU facts then makes one module run per host instead
+        of two; the C(kubegpu.nvidia.site) playbook gathers its facts this way.
+      - As for M(ansible.builtin.setup), the minimal subset is added unless the list holds V(!min);
+        V([]) (the default) gathers no host facts.
+    type: list
+    elements: str
+    default: []
+  gather_timeout:
+    description: Seconds each host fact collector may take (as for M(ansible.builtin.setup)).
+    type: int
+    default: 10
 attributes:
   check_mode:
     support: full
@@ -68,7 +83,7 @@ attributes:
     description: Nothing is changed, so there is no difference to show.
   facts:
     support: full
-    description: Sets C(ansible_facts.nvidia_gpu).
+    description: Sets C(ansible_facts.nvidia_gpu), and the host facts of O(gather_subset).
   idempotent:
     support: full
     description: Repeated runs on an unchanged machine return the same facts.
@@ -251,6 +266,7 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery impor
     discover_gpus,
     unusable_reason,
 )
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.host_facts import HostFactsError, gather_host_facts
 
 
 def main():
@@ -260,6 +276,8 @@ def main():
             mig_strategy=dict(type="str", default="none", choices=list(MIG_STRATEGIES)),
             sharing_strategy=dict(type="str", default="none", choices=list(SHARING_STRATEGIES)),
             replicas=dict(type="int", default=1),
+            gather_subset=dict(type="list", elements="str", default=[]),
+            gather_timeout=dict(type="int", default=10),
         ),
         supports_check_mode=True,
     )
@@ -267,6 +285,13 @@ def main():
     error = validate_label_options(params["mig_strategy"], params["sharing_strategy"], params["replicas"])
     if error:
         module.fail_json(msg=error)
+
+    ansible_facts = {}
+    if params["gather_subset"]:
+        try:
+            ansible_facts = gather_host_facts(module, params["gather_subset"], params["gather_timeout"])
+        except HostFactsError as exc:
+            module.fail_json(msg=str(exc))
 
     def run_command(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
@@ -284,7 +309,8 @@ def main():
         reason = unusable_reason(facts, warnings)
         if reason:
             module.fail_json(msg=reason, ansible_facts={"nvidia_gpu": facts})
-    module.exit_json(changed=False, ansible_facts={"nvidia_gpu": facts})
+    ansible_facts["nvidia_gpu"] = facts
+    module.exit_json(changed=False, ansible_facts=ansible_facts)
 
 
 if __name__ == "__main__":

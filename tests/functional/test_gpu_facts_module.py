@@ -40,7 +40,12 @@ CASES = {
     "bad-replicas": ("full", "h100x8", {"replicas": 2}, {}),
     "smi-fallback": ("full", "driver-not-loaded", {}, {"smi": True}),
     "smi-unused": ("full", "h100x8", {}, {"smi": True}),
+    "host-facts": ("full", "t4x1", {"gather_subset": ["!all", "!min", "distribution", "platform", "network", "virtual"]}, {}),
+    "host-facts-min": ("full", "t4x1", {"gather_subset": ["!all"]}, {}),
+    "bad-subset": ("full", "t4x1", {"gather_subset": ["!all", "gpus"]}, {}),
 }
+# ansible.builtin.setup with these subsets runs in the same playbook: host-facts must return the same facts
+REFERENCE = {"setup-host-facts": CASES["host-facts"][2]["gather_subset"], "setup-host-facts-min": ["!all"]}
 
 SMI_OUTPUT = ("0, NVIDIA A100-SXM4-40GB, GPU-5d1c3b6e-7a9f-4e21-9c3d-000000000000, 40960, 00000000:07:00.0, "
               "0x20B010DE, 535.183.01, 8.0, Enabled, Enabled\n")
@@ -80,13 +85,15 @@ def results(libdir, tmp_path_factory):
         if extra.get("check_mode"):
             task["check_mode"] = True
         tasks.append(task)
+    for name, subset in REFERENCE.items():
+        tasks.append({"name": name, "ansible.builtin.setup": {"gather_subset": subset}})
     playbook = tmp / "facts.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     run = ansible_run.run_playbook(playbook, "localhost,", connection="local", timeout=300, cwd=str(tmp),
                                    env={"ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".cache" / "collections"),
                                         "ANSIBLE_NOCOLOR": "1"})
     found = run.tasks()
-    assert set(found) == set(CASES)
+    assert set(found) == set(CASES) | set(REFERENCE)
     return {"tasks": found, "stdout": run.stdout, "stderr": run.stderr, "marker": marker}
 
 
@@ -227,7 +234,32 @@ def test_label_options(results):
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
 
 
+@pytest.mark.parametrize("name, reference", [("host-facts", "setup-host-facts"), ("host-facts-min", "setup-host-facts-min")])
+def test_gather_subset_returns_the_host_facts_setup_returns(results, name, reference):
+    # the same run: the GPU facts, and exactly the host facts ansible.builtin.setup gathers for the subsets
+    result = results["tasks"][name]
+    facts = dict(result["ansible_facts"])
+    assert facts.pop("nvidia_gpu") == facts_of(results["tasks"]["t4x1"])
+    setup = dict(results["tasks"][reference]["ansible_facts"])
+    assert set(facts) == set(setup)
+    # setup's interface list comes from a set: its order differs from run to run; the time moves on, and
+    # the environment is the task's (each GPU task here sets LD_LIBRARY_PATH and FAKENVML_CONFIG)
+    for gathered in (facts, setup):
+        gathered["ansible_interfaces"] = sorted(gathered.get("ansible_interfaces", []))
+        for volatile in ("ansible_date_time", "ansible_env"):
+            assert (volatile in gathered) == (name == "host-facts-min")
+            gathered.pop(volatile, None)
+    assert facts == setup
+    if name == "host-facts":
+        assert facts["ansible_os_family"] and facts["ansible_all_ipv4_addresses"] and facts["ansible_kernel"]
+
+
+def test_no_host_facts_unless_asked(results):
+    assert list(results["tasks"]["t4x1"]["ansible_facts"]) == ["nvidia_gpu"]
+
+
 @pytest.mark.parametrize("name, message", [
+    ("bad-subset", "gather_subset !all, gpus: Bad subset 'gpus' given to Ansible."),
     ("bad-option", "Unsupported parameters for (kubegpu.nvidia.nvidia_gpu_facts) module: colour"),
     ("bad-type", "replicas"),
     ("bad-replicas", "replicas=2 needs sharing_strategy time-slicing or mps"),
