@@ -213,6 +213,9 @@ def plan_node(node, desired_labels, desired_taints, state="present", remove_stal
     new_taints, taints_added, taints_removed = diff_taints(current_taints, desired_taints or [], state)
     changed = bool(added or removed or new_taints is not None)
     final_taints = new_taints if new_taints is not None else current_taints
+    final_labels = dict((k, v) for k, v in current_labels.items() if k not in removed)
+    final_labels.update(added)
+    status = node.get("status") or {}
     return {
         "name": meta.get("name"),
         "changed": changed,
@@ -230,6 +233,12 @@ def plan_node(node, desired_labels, desired_taints, state="present", remove_stal
             "labels": dict(sorted(added.items())),
             "taints": [taint_str(t) for t in final_taints],
         },
+        # the node as it is after the run (labels), as read (status): returned with return_nodes
+        "node": {
+            "labels": final_labels,
+            "allocatable": status.get("allocatable") or {},
+            "addresses": status.get("addresses") or [],
+        },
     }
 
 
@@ -242,15 +251,17 @@ class NodeLabelRunFailed(Exception):
         self.results = results
 
 
-def _public(plan, host):
-    result = dict((k, v) for k, v in plan.items() if k not in ("patch", "before", "after"))
+def _public(plan, host, return_nodes=False):
+    result = dict((k, v) for k, v in plan.items() if k not in ("patch", "before", "after", "node"))
     if host != plan["name"]:
         result["host"] = host
+    if return_nodes:
+        result.update(plan["node"])
     return result
 
 
 def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=False, conflict_retries=5,
-                concurrency=1):
+                concurrency=1, return_nodes=False):
     """Label and taint a batch of nodes with one LIST and at most one PATCH per node that differs.
 
     A batch of one lists only that node (field selector on its name), then, when no node has that
@@ -264,6 +275,9 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
 
     ``concurrency``: how many nodes are written at the same time (1: one after the other). Results
     and diffs are in the order of ``requests`` either way.
+
+    ``return_nodes``: each result also carries the node's ``labels`` after the run (in check mode, as
+    they would be) and its ``allocatable`` and ``addresses`` as listed.
 
     Returns ``(results, diffs)``: one result per request, and a before/after
     diff per changed node. Raises NodeLabelError when a host matches no node
@@ -316,7 +330,7 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     results = []
     diffs = []
     for (req, _node), plan in zip(resolved, plans):
-        results.append(_public(plan, req["name"]))
+        results.append(_public(plan, req["name"], return_nodes))
         if plan["changed"]:
             diffs.append({
                 "before_header": "node/%s" % plan["name"], "after_header": "node/%s" % plan["name"],

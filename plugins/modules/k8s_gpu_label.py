@@ -145,6 +145,15 @@ options:
         naming the first failed node in that order.
     type: int
     default: 8
+  return_nodes:
+    description:
+      - Also return, for each node, its labels after the run (in check mode, as they would be), and its
+        C(allocatable) resources and C(addresses) as the module listed them, so that later tasks of the play
+        need not read the nodes again (the C(kubegpu.nvidia.k8s_device_plugin) role takes them as
+        C(k8s_device_plugin_nodes)).
+      - Off by default, to keep the result small on large clusters.
+    type: bool
+    default: false
 requirements:
   - kubernetes >= 24.2.0 (Python library)
 notes:
@@ -237,6 +246,22 @@ nodes:
       description: Taints removed (or replaced by a new value).
       type: list
       elements: dict
+    labels:
+      description: All the node's labels after the run (in check mode, as they would be).
+      type: dict
+      returned: with O(return_nodes=true), on success
+      sample: {"kubernetes.io/hostname": "gpu-node-1", "nvidia.com/gpu.product": "Tesla-T4"}
+    allocatable:
+      description: The node's C(status.allocatable), as listed before any write.
+      type: dict
+      returned: with O(return_nodes=true), on success
+      sample: {"cpu": "8", "nvidia.com/gpu": "1"}
+    addresses:
+      description: The node's C(status.addresses), as listed.
+      type: list
+      elements: dict
+      returned: with O(return_nodes=true), on success
+      sample: [{"type": "InternalIP", "address": "10.0.0.11"}]
 api_requests:
   description: API requests made, counted by verb (C(list), C(get), C(patch)), retries included.
   returned: always
@@ -326,6 +351,7 @@ def main():
         remove_stale=dict(type="bool", default=False),
         retries=dict(type="int", default=5),
         concurrency=dict(type="int", default=8),
+        return_nodes=dict(type="bool", default=False),
     )
     module = AnsibleModule(
         argument_spec=argument_spec,
@@ -351,7 +377,7 @@ def main():
         api = NodeAPI(get_api_client(module.params, pool_size=concurrency), retries=module.params["retries"])
         results, diffs = apply_nodes(api, requests, state=module.params["state"],
                                      remove_stale=module.params["remove_stale"], check_mode=module.check_mode,
-                                     concurrency=concurrency)
+                                     concurrency=concurrency, return_nodes=module.params["return_nodes"])
     except NodeLabelRunFailed as exc:
         module.fail_json(msg=exc.msg, nodes=exc.results, changed=any(r["changed"] for r in exc.results),
                          api_requests=api.counts, invocation=invocation)
