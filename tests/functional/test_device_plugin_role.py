@@ -135,3 +135,47 @@ def test_check_mode_creates_nothing(cluster):
     with pytest.raises(kubernetes.client.exceptions.ApiException) as err:
         cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
     assert err.value.status == 404
+
+
+# The nodes as k8s_gpu_label returns them with return_nodes (site.yml's labels play), passed in.
+GIVEN_NODES_PLAYBOOK = """
+- name: Read the nodes with the labels call, then deploy the device plugin from them
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Label the GPU nodes and return them
+      kubegpu.nvidia.k8s_gpu_label:
+        nodes: [{name: h100, labels: {}}, {name: ip-10-66-0-4, labels: {}}]
+        return_nodes: true
+      register: labelled
+    - name: Deploy the device plugin
+      ansible.builtin.include_role:
+        name: kubegpu.nvidia.k8s_device_plugin
+      vars:
+        k8s_device_plugin_nodes: "{{ labelled.nodes | map('combine', given_override | default({})) }}"
+"""
+
+
+def test_nodes_given_stand_in_for_the_read_and_a_shortfall_among_them_is_polled(cluster):
+    (cluster["dir"] / "given.yml").write_text(GIVEN_NODES_PLAYBOOK)
+    # first run: the plugin is applied (changed), so the role polls the nodes itself
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], SHARED_T4, playbook="given.yml")
+    assert rc == 0, failure(tasks)
+    assert tasks["Wait until every GPU node advertises its GPUs"].get("skipped") is not True
+    # re-run: the given nodes show every GPU and the apply changes nothing: the nodes are not read again
+    rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], SHARED_T4, playbook="given.yml")
+    assert rc == 0, failure(tasks)
+    assert stats["changed"] == 0, [name for name, res in tasks.items() if res.get("changed")]
+    assert tasks["Read the nodes"]["skipped"] is True
+    assert tasks["Wait until every GPU node advertises its GPUs"]["skipped"] is True
+    capacity = tasks["Record the GPU capacity per node"]["ansible_facts"]["k8s_device_plugin_capacity"]
+    assert {(c["node"], c["host"], c["allocatable"], c["ok"]) for c in capacity} == {
+        ("h100", "h100", 8, True), ("ip-10-66-0-4", "t4", 4, True)}
+    # given nodes that show no GPU (read before the plugin ran, say): the role reads the nodes until they do
+    extra = dict(SHARED_T4, given_override={"allocatable": {}})
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], extra, playbook="given.yml")
+    assert rc == 0, failure(tasks)
+    poll = tasks["Wait until every GPU node advertises its GPUs"]
+    assert poll.get("skipped") is not True and len(poll["resources"]) == 3
+    capacity = tasks["Record the GPU capacity per node"]["ansible_facts"]["k8s_device_plugin_capacity"]
+    assert all(c["ok"] for c in capacity)
