@@ -61,6 +61,26 @@ def test_a_missing_key_or_one_with_other_mode_or_owner_is_fetched(key):
     assert render("{{ _nvidia_container_toolkit_key_in_place }}", probe(key=key)) is False
 
 
+def test_nothing_to_install_skips_the_install_tasks():
+    assert render("{{ _nvidia_container_toolkit_install_needed }}", probe()) is False
+    # without managing the repository, the key and the source are not looked at
+    assert render("{{ _nvidia_container_toolkit_install_needed }}", probe(source=[], key=()),
+                  nvidia_container_toolkit_repo_manage=False) is False
+
+
+@pytest.mark.parametrize("lines, overrides", [
+    (probe(packages=PACKAGES[:-1]), {}),                                   # tomlkit missing
+    (probe(packages=PACKAGES[1:]), {}),                                    # a toolkit package missing
+    (probe(), {"nvidia_container_toolkit_version": "1.18.0-1"}),           # another version pinned
+    (probe(source=[]), {}),                                                # no apt source
+    (probe(key=()), {}),                                                   # no key
+    (probe(), {"nvidia_container_toolkit_repo_gpg_key_checksum": "sha256:00"}),  # the key's checksum to check
+    (probe(), {"nvidia_container_toolkit_package_files": ["/tmp/nvidia-container-toolkit.deb"]}),
+])
+def test_anything_to_install_runs_the_install_tasks(lines, overrides):
+    assert render("{{ _nvidia_container_toolkit_install_needed }}", lines, **overrides) is True
+
+
 def test_packages_missing_or_at_another_version_are_wanted():
     lines = probe(packages=["nvidia-container-toolkit ii  1.17.8-1", "nvidia-container-toolkit-base ii  1.16.0-1",
                             "libnvidia-container1 rc  1.17.8-1"])
