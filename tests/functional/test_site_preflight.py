@@ -111,9 +111,14 @@ def test_the_checks_pass_when_the_input_is_right(site):
     assert result.rc == 0, (result.failures, result.stderr[-2000:])
     assert not result.failures
     assert "Discover the GPUs of the GPU nodes" in result.plays
-    matched = [res for p in result.out["plays"] for t in p["tasks"] if t["task"]["name"] == "Match every GPU node to its Kubernetes node"
+    # the labels play's own call, run in check mode by the facts play
+    (facts_play,) = [p for p in result.out["plays"] if p["play"]["name"] == "Discover the GPUs of the GPU nodes"]
+    matched = [res for t in facts_play["tasks"] if t["task"]["name"].endswith("Label and taint the GPU nodes in one API batch")
                for res in t["hosts"].values()]
     assert matched and [n["name"] for n in matched[0]["nodes"]] == [site.gpu_host]
+    assert matched[0]["changed"] is True  # what the labels play would write (it is skipped by --tags)
+    if site.kube.is_test_server:
+        assert not set(site.kube.server.request_counts()) & WRITE_VERBS
 
 
 def test_missing_gpu_nodes_group(site):
@@ -178,3 +183,24 @@ def test_host_and_token_reach_the_kubernetes_plays_without_a_kubeconfig(site, ku
     assert node.metadata.labels["nvidia.com/gpu.present"] == "true"
     assert [(t.key, t.effect) for t in node.spec.taints or []] == [("nvidia.com/gpu", "NoSchedule")]
     assert kube_server.token not in json.dumps(result.out) + result.stderr
+
+
+def test_the_labels_play_writes_only_what_the_match_found_to_change(site):
+    # first run: the facts play's check-mode call finds the labels missing, the labels play writes them;
+    # second run: it finds them in place and the labels play makes no call (one LIST in the whole run)
+    site.kube.node(site.gpu_host)
+    inventory = site.inventory(control={"localhost": local()})
+    first = site.run(inventory, None, "--tags", "facts,labels")
+    assert first.rc == 0, (first.failures, first.stderr[-2000:])
+    # the facts play's prediction (check mode) and the labels play's write
+    call = "kubegpu.nvidia.k8s_gpu_node : Label and taint the GPU nodes in one API batch"
+    assert first.changed == [(call, site.gpu_host)] * 2
+    assert site.kube.core().read_node(site.gpu_host).metadata.labels["nvidia.com/gpu.present"] == "true"
+    second = site.run(inventory, None, "--tags", "facts,labels")
+    assert second.rc == 0, (second.failures, second.stderr[-2000:])
+    assert not second.changed
+    (labels_play,) = [p for p in second.out["plays"] if p["play"]["name"] == "Label and taint the GPU nodes"]
+    ran = [t["task"]["name"] for t in labels_play["tasks"] if not all(r.get("skipped") for r in t["hosts"].values())]
+    assert ran == ["Keep the labels and taints the facts play found in place"]
+    if site.kube.is_test_server:
+        assert site.kube.server.request_counts() == {"list": 1}
