@@ -82,7 +82,7 @@ def main():
         with tempfile.NamedTemporaryFile("w", suffix=".yml", dir=ROOT / "lab" / ".state") as ping:
             ping.write(PING)
             ping.flush()
-            for _ in range(max(args.repeat, 1)):
+            for _round in range(max(args.repeat, 1)):
                 noops.append(play(*site))
                 pings.append(play(ping.name))
     finally:
