@@ -242,14 +242,23 @@ def test_gather_subset_returns_the_host_facts_setup_returns(results, name, refer
     assert facts.pop("nvidia_gpu") == facts_of(results["tasks"]["t4x1"])
     setup = dict(results["tasks"][reference]["ansible_facts"])
     assert set(facts) == set(setup)
-    # setup's interface list comes from a set: its order differs from run to run; the time moves on, and
-    # the environment is the task's (each GPU task here sets LD_LIBRARY_PATH and FAKENVML_CONFIG)
+    # the time moves on, and the environment is the task's (each GPU task here sets LD_LIBRARY_PATH and
+    # FAKENVML_CONFIG)
     for gathered in (facts, setup):
-        gathered["ansible_interfaces"] = sorted(gathered.get("ansible_interfaces", []))
         for volatile in ("ansible_date_time", "ansible_env"):
             assert (volatile in gathered) == (name == "host-facts-min")
             gathered.pop(volatile, None)
-    assert facts == setup
+    assert unordered(facts) == unordered(setup)
+
+
+def unordered(value):
+    """Lists of names (interfaces, addresses, virtualization techs) sorted: setup builds several from sets."""
+    if isinstance(value, dict):
+        return dict((key, unordered(item)) for key, item in value.items())
+    if isinstance(value, list):
+        items = [unordered(item) for item in value]
+        return sorted(items) if all(isinstance(item, str) for item in items) else items
+    return value
     if name == "host-facts":
         assert facts["ansible_os_family"] and facts["ansible_all_ipv4_addresses"] and facts["ansible_kernel"]
 
