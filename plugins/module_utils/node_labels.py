@@ -26,6 +26,10 @@ class NodeLabelError(ValueError):
     """A user-supplied label or taint that cannot be applied."""
 
 
+class NodeMatchError(NodeLabelError):
+    """A requested host that matches no Kubernetes node, or two hosts that match the same one."""
+
+
 def normalise_labels(labels):
     """Labels as a dict of str -> str (booleans and numbers as Kubernetes strings)."""
     result = {}
@@ -280,7 +284,7 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     they would be) and its ``allocatable`` and ``addresses`` as listed.
 
     Returns ``(results, diffs)``: one result per request, and a before/after
-    diff per changed node. Raises NodeLabelError when a host matches no node
+    diff per changed node. Raises NodeMatchError when a host matches no node
     (before anything is written), NodeLabelRunFailed when a write fails: its message is that of
     the first failed node in the order of ``requests``, its results are the nodes before that one,
     plus the later nodes whose write went through before the run stopped (no new write starts
@@ -309,7 +313,7 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
         seen[node_name] = req["name"]
         resolved.append((req, node))
     if errors:
-        raise NodeLabelError("; ".join(errors))
+        raise NodeMatchError("; ".join(errors))
 
     plans = [plan_node(node, req["labels"], req["taints"], state, remove_stale) for req, node in resolved]
     todo = [] if check_mode else [i for i, plan in enumerate(plans) if plan["changed"]]

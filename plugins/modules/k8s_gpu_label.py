@@ -262,6 +262,18 @@ nodes:
       elements: dict
       returned: with O(return_nodes=true), on success
       sample: [{"type": "InternalIP", "address": "10.0.0.11"}]
+error_kind:
+  description:
+    - On failure, what failed, for a play that handles the failure itself (with C(failed_when) or
+      C(ignore_errors)).
+    - V(node_match) a requested host matches no Kubernetes node, or two hosts the same node (the API answered;
+      nothing was written); V(api) the API server could not be reached or refused a request (or the kubeconfig
+      could not be used); V(write) a node write failed (RV(nodes) has what was done); V(input) a label, taint
+      or option the module cannot use; V(dependency) the C(kubernetes) library is missing; V(unexpected)
+      anything else.
+  returned: failure (except Ansible's own argument errors)
+  type: str
+  sample: node_match
 api_requests:
   description: API requests made, counted by verb (C(list), C(get), C(patch)), retries included.
   returned: always
@@ -278,7 +290,7 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, K8sError, NodeAPI, get_api_client)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import (
-    NodeLabelError, NodeLabelRunFailed, apply_nodes, normalise_labels, normalise_taint)
+    NodeLabelError, NodeLabelRunFailed, NodeMatchError, apply_nodes, normalise_labels, normalise_taint)
 
 
 def labels_from_facts(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
@@ -360,14 +372,14 @@ def main():
         supports_check_mode=True,
     )
     if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
+        module.fail_json(msg=missing_required_lib("kubernetes"), error_kind="dependency", exception=K8S_IMPORT_ERROR)
 
     error = validate_label_options(module.params["mig_strategy"], module.params["sharing_strategy"],
                                    module.params["replicas"])
     if error:
-        module.fail_json(msg=error)
+        module.fail_json(msg=error, error_kind="input")
     if module.params["concurrency"] < 1:
-        module.fail_json(msg="concurrency must be 1 or more, not %d" % module.params["concurrency"])
+        module.fail_json(msg="concurrency must be 1 or more, not %d" % module.params["concurrency"], error_kind="input")
 
     api = None
     invocation = compact_invocation(module.params)
@@ -379,13 +391,14 @@ def main():
                                      remove_stale=module.params["remove_stale"], check_mode=module.check_mode,
                                      concurrency=concurrency, return_nodes=module.params["return_nodes"])
     except NodeLabelRunFailed as exc:
-        module.fail_json(msg=exc.msg, nodes=exc.results, changed=any(r["changed"] for r in exc.results),
-                         api_requests=api.counts, invocation=invocation)
-    except (NodeLabelError, K8sError, ValueError) as exc:
-        module.fail_json(msg=str(exc), changed=False, api_requests=api.counts if api else {},
+        module.fail_json(msg=exc.msg, error_kind="write", nodes=exc.results,
+                         changed=any(r["changed"] for r in exc.results), api_requests=api.counts, invocation=invocation)
+    except (NodeMatchError, K8sError, NodeLabelError, ValueError) as exc:
+        kind = "node_match" if isinstance(exc, NodeMatchError) else "api" if isinstance(exc, K8sError) else "input"
+        module.fail_json(msg=str(exc), error_kind=kind, changed=False, api_requests=api.counts if api else {},
                          invocation=invocation)
     except Exception as exc:  # noqa: BLE001 -- any other failure still ends as one message
-        module.fail_json(msg="unexpected error: %s" % exc, exception=traceback.format_exc(),
+        module.fail_json(msg="unexpected error: %s" % exc, error_kind="unexpected", exception=traceback.format_exc(),
                          api_requests=api.counts if api else {}, invocation=invocation)
 
     result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts,

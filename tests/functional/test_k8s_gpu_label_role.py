@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 import ansible_run
-from test_k8s_gpu_label import A100X4_MIG, GPU_TAINT, H100X8, T4X1  # pylint: disable=import-error
+from test_k8s_gpu_label_module import A100X4_MIG, GPU_TAINT, H100X8, T4X1  # pylint: disable=import-error
 
 kubernetes = pytest.importorskip("kubernetes")
 

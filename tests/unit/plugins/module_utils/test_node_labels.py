@@ -252,14 +252,14 @@ def test_apply_nodes_returns_the_nodes_only_when_asked():
 
 def test_apply_nodes_unknown_host_fails_before_any_write():
     api = FakeAPI([node("a")])
-    with pytest.raises(nl.NodeLabelError, match="host ghost"):
+    with pytest.raises(nl.NodeMatchError, match="host ghost"):
         nl.apply_nodes(api, [req("a", {"x": "1"}), req("ghost", {"x": "1"})])
     assert api.calls == [("list",)]
 
 
 def test_apply_nodes_two_hosts_one_node_fails():
     api = FakeAPI([node("a", addresses=[{"type": "InternalIP", "address": "10.1.1.1"}])])
-    with pytest.raises(nl.NodeLabelError, match="both resolve"):
+    with pytest.raises(nl.NodeMatchError, match="both resolve"):
         nl.apply_nodes(api, [req("a"), req("other", aliases=["10.1.1.1"])])
 
 

@@ -148,6 +148,7 @@ def test_concurrency_below_one_fails_with_one_line(run):
     out, api = run({"node": "n1", "labels": {"a": "1"}, "concurrency": 0}, nodes=[node("n1")])
     assert out["failed"] is True
     assert out["msg"] == "concurrency must be 1 or more, not 0"
+    assert out["error_kind"] == "input"
     assert api.counts == {}
 
 
@@ -157,6 +158,7 @@ def test_failed_write_in_parallel_names_the_node_and_keeps_the_results(run):
                     errors={"n0": K8sError("patching node n0 failed after 6 attempts: 500 Internal Server Error", 500)})
     assert out["failed"] is True
     assert out["msg"] == "patching node n0 failed after 6 attempts: 500 Internal Server Error"
+    assert out["error_kind"] == "write"
     assert [r["name"] for r in out["nodes"]] in ([], ["n1"])  # n1 is listed when its write was under way
     assert out["changed"] is bool(out["nodes"])
 
@@ -182,6 +184,7 @@ def test_unknown_node_fails_naming_it(run):
     out, api = run({"node": "ghost", "labels": {"a": "1"}}, nodes=[node("n1")])
     assert out["failed"] is True
     assert "ghost" in out["msg"]
+    assert out["error_kind"] == "node_match"
     assert api.patches == []
 
 
@@ -189,6 +192,7 @@ def test_bad_taint_fails_with_one_line(run):
     out, _api = run({"node": "n1", "taints": [{"key": "k", "effect": "Never"}]}, nodes=[node("n1")])
     assert out["failed"] is True
     assert "effect must be one of" in out["msg"]
+    assert out["error_kind"] == "input"
 
 
 def test_invalid_strategy_combination_fails(run):
@@ -202,6 +206,7 @@ def test_api_error_fails_with_its_message(run):
                     errors={"list": K8sError("listing nodes failed: 403 Forbidden: nodes is forbidden", 403)})
     assert out["failed"] is True
     assert out["msg"] == "listing nodes failed: 403 Forbidden: nodes is forbidden"
+    assert out["error_kind"] == "api"
     assert out["api_requests"] == {"list": 1}
 
 
@@ -216,6 +221,7 @@ def test_missing_kubernetes_library(run, monkeypatch):
     out, _api = run({"node": "n1"})
     assert out["failed"] is True
     assert "kubernetes" in out["msg"] and "required" in out["msg"].lower()
+    assert out["error_kind"] == "dependency"
 
 
 def test_invocation_echo_leaves_out_the_facts_of_each_node(run):
