@@ -290,7 +290,7 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, K8sError, NodeAPI, get_api_client)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import (
-    NodeLabelError, NodeLabelRunFailed, NodeMatchError, apply_nodes, normalise_labels, normalise_taint)
+    NodeLabelRunFailed, NodeMatchError, apply_nodes, normalise_labels, normalise_taint)
 
 
 def labels_from_facts(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
@@ -393,7 +393,7 @@ def main():
     except NodeLabelRunFailed as exc:
         module.fail_json(msg=exc.msg, error_kind="write", nodes=exc.results,
                          changed=any(r["changed"] for r in exc.results), api_requests=api.counts, invocation=invocation)
-    except (NodeMatchError, K8sError, NodeLabelError, ValueError) as exc:
+    except (K8sError, ValueError) as exc:  # NodeMatchError and NodeLabelError are ValueErrors
         kind = "node_match" if isinstance(exc, NodeMatchError) else "api" if isinstance(exc, K8sError) else "input"
         module.fail_json(msg=str(exc), error_kind=kind, changed=False, api_requests=api.counts if api else {},
                          invocation=invocation)
