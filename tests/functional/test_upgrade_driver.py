@@ -20,6 +20,8 @@ PLAYBOOK = os.path.join(ROOT, "playbooks", "upgrade_driver.yml")
 SIMULATED = "kubegpu.io/simulated-gpus"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 NODES = {"gpu-a": "node-a", "gpu-b": "node-b"}
+# the driver role's check, which also says what the role does on the host
+DRIVER_REPORT = "Check the distribution and the options, and report what the role does"
 FAST = {
     "nvidia_driver_skip": True,
     "upgrade_driver_drain_timeout": 2, "upgrade_driver_drain_delay": 1,
@@ -140,7 +142,7 @@ def test_rolling_upgrade_cordons_drains_validates_and_uncordons(cluster):  # pyl
         assert [name for name in order if name in steps] == steps, order
         assert "node %s marked unschedulable" % node in result(events, host, "Cordon the node")["result"]
         assert result(events, host, "Drain the node")["changed"] is True
-        assert "nvidia_driver_skip is true" in result(events, host, "Report that the driver is left as it is")["msg"]
+        assert "nvidia_driver_skip is true" in result(events, host, DRIVER_REPORT)["msg"]
         assert result(events, host, "Uncordon the node")["changed"] is True
         # the validation pod passed on this node while it was still cordoned
         validation = result(events, host, "Record the result per node")["ansible_facts"]["gpu_validation_results"]
@@ -212,7 +214,7 @@ def test_the_driver_role_does_nothing_when_the_wanted_driver_is_loaded(tmp_path)
                                    env={"ANSIBLE_PIPELINING": "1"}, timeout=300)
     out, events = run.data, run.events()
     assert run.rc == 0, [(n, r.get("msg")) for _h, n, r in events if r.get("failed")]
-    assert "nothing to do" in result(events, "gpu-a", "Report that the driver is left as it is")["msg"]
+    assert "nothing to do" in result(events, "gpu-a", DRIVER_REPORT)["msg"]
     done = ran(events, "gpu-a")
     for step in ("Gather the GPU facts", "Install the driver packages", "Blacklist nouveau", "Load the kernel module and decide on a reboot"):
         assert step not in done
