@@ -12,6 +12,9 @@ export ANSIBLE_RETRY_FILES_ENABLED=false
 export ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-${CI:+1}}"
 export ANSIBLE_FORCE_COLOR=false
 export ANSIBLE_PIPELINING=true
+# facts only under ansible_facts (the roles read nothing else): no copy of every fact as a top-level
+# variable, which Ansible otherwise rebuilds for every task on every host
+export ANSIBLE_INJECT_FACT_VARS=false
 export ANSIBLE_LOCAL_TEMP="$KUBEGPU_ROOT/.cache/ansible-tmp"
 export PYTHONDONTWRITEBYTECODE=1
 export MOLECULE_NO_LOG=false
