@@ -7,8 +7,9 @@
 
 The rules follow NVIDIA/k8s-device-plugin ``internal/lm`` (GFD): product names
 are sanitised, one GPU model names the ``nvidia.com/gpu.*`` resource labels,
-MIG-enabled GPUs are labelled without sharing information, and the MIG
-strategy ``single`` replaces the resource labels with the MIG ones.
+MIG-enabled GPUs are labelled without sharing information, the MIG strategy
+``single`` replaces the resource labels with the MIG ones, and ``mixed`` adds
+``nvidia.com/mig-<profile>.*`` labels per MIG profile.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,10 +20,11 @@ import re
 
 MANAGED_LABEL_PREFIX = "nvidia.com/"
 
-# Every label key gfd_labels() can produce: the labels this collection owns on a node.  Other
-# nvidia.com/ labels (nvidia.com/device-plugin.config set by k8s_device_plugin, labels of GFD itself
-# such as nvidia.com/gfd.timestamp or the per-MIG-profile nvidia.com/mig-<profile>.*, which these
-# rules never produce) belong to someone else.  tests/unit keep this set equal to what the rules yield.
+# Every fixed label key gfd_labels() can produce: with the per-MIG-profile keys below, the labels this
+# collection owns on a node.  Other nvidia.com/ labels (nvidia.com/device-plugin.config set by
+# k8s_device_plugin, labels only GFD itself sets, such as nvidia.com/gfd.timestamp or a MIG profile's
+# multiprocessors and engines.*) belong to someone else.  tests/unit keep these equal to what the
+# rules yield.
 MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
     "gpu.present",
     "gpu.machine",
@@ -34,6 +36,8 @@ MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
     "gpu.family",
     "gpu.compute.major",
     "gpu.compute.minor",
+    "gpu.slices.gi",
+    "gpu.slices.ci",
     "mig.capable",
     "mig.strategy",
     "cuda.driver.major",
@@ -49,6 +53,12 @@ MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
     "cuda.runtime-version.minor",
     "cuda.runtime-version.full",
 ))
+
+# mig_strategy mixed: nvidia.com/mig-<profile>.<suffix> for each MIG profile on the node.
+MIG_RESOURCE_PREFIX = MANAGED_LABEL_PREFIX + "mig-"
+MIG_LABEL_SUFFIXES = ("product", "count", "replicas", "memory", "slices.gi", "slices.ci")
+# a MIG profile: [<compute slices>c.]<GPU slices>g.<memory>gb[+<extension>], such as 3g.20gb, 1c.3g.20gb, 1g.10gb+me
+_MIG_PROFILE = re.compile(r"^(?:(?P<ci>[0-9]+)c\.)?(?P<gi>[0-9]+)g\.[0-9]+gb(?:\+[a-z0-9]+)*$")
 
 # The seeds' nodeSelector label, set from the facts as accelerator=nvidia-<model>.
 ACCELERATOR_LABEL = "accelerator"
@@ -143,6 +153,11 @@ def is_managed_label(key, value=None):
     """
     if key in MANAGED_LABEL_KEYS:
         return True
+    if key.startswith(MIG_RESOURCE_PREFIX):
+        for suffix in MIG_LABEL_SUFFIXES:
+            if key.endswith("." + suffix) and _MIG_PROFILE.match(key[len(MIG_RESOURCE_PREFIX):-len(suffix) - 1]):
+                return True
+        return False
     return key == ACCELERATOR_LABEL and str(value or "").startswith(ACCELERATOR_VALUE_PREFIX)
 
 
@@ -232,6 +247,59 @@ def _mig_enabled(device):
     return (device.get("mig") or {}).get("current") == 1
 
 
+def _mig_resource_labels(prefix, model, profile, migs, sharing_strategy, replicas):
+    """The labels of one MIG resource: ``prefix`` is ``nvidia.com/gpu.`` (single) or ``nvidia.com/mig-<profile>.``.
+
+    As GFD's MIG resource labeler, less what it reads from NVML's device attributes and the facts do not
+    carry (multiprocessors, engines.*); the slices come from the profile's name.
+    """
+    shared = sharing_strategy not in (None, "none") and replicas > 1
+    labels = {
+        prefix + "count": str(len(migs)),
+        prefix + "replicas": str(replicas if shared else 1),
+    }
+    product = _product([model, "MIG", profile], shared)
+    if product:
+        labels[prefix + "product"] = product
+    memory = migs[0].get("memory_mib")
+    if memory:
+        labels[prefix + "memory"] = str(int(memory))
+    parsed = _MIG_PROFILE.match(profile or "")
+    if parsed:
+        labels[prefix + "slices.gi"] = parsed.group("gi")
+        labels[prefix + "slices.ci"] = parsed.group("ci") or parsed.group("gi")
+    return labels
+
+
+def _mig_profiles(devices):
+    """[(profile, model, [MIG devices])] of the MIG devices the facts know, by first appearance."""
+    order, groups, models = [], {}, {}
+    for device in devices:
+        if not _mig_enabled(device):
+            continue
+        for mig in (device.get("mig") or {}).get("devices") or []:
+            profile = mig.get("profile") or ""
+            if profile not in groups:
+                order.append(profile)
+                groups[profile] = []
+                models[profile] = device.get("name")
+            groups[profile].append(mig)
+    return [(profile, models[profile], groups[profile]) for profile in order]
+
+
+def _mig_single_invalid(devices, enabled):
+    """Why mig_strategy single cannot label these GPUs (GFD then labels <model>-MIG-INVALID), or None."""
+    if any((device.get("mig") or {}).get("devices") is None for device in enabled):
+        return "the MIG devices are not known"
+    if any(not (device.get("mig") or {}).get("devices") for device in enabled):
+        return "a MIG-enabled GPU has no MIG device"
+    if len(enabled) != len(devices):
+        return "MIG-enabled and MIG-disabled GPUs"
+    if len(_mig_profiles(enabled)) != 1:
+        return "more than one MIG profile"
+    return None
+
+
 def validate_label_options(mig_strategy="none", sharing_strategy="none", replicas=1):
     """Return an error message for an invalid option combination, else None."""
     if mig_strategy not in MIG_STRATEGIES:
@@ -265,9 +333,11 @@ def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
     A machine without GPUs gets no labels.  With several GPU models, the model
     of the lowest-index GPU names the resource labels (GFD picks one at
     random and warns), and ``gpu.count`` counts the GPUs of that model.
-    MIG devices are not enumerated: a MIG-enabled GPU counts as holding none,
-    so ``mig_strategy=single`` gives GFD's ``<model>-MIG-INVALID`` labels and
-    ``mixed`` adds no ``nvidia.com/mig-*`` labels.
+    ``mig_strategy=single`` labels the MIG devices as ``nvidia.com/gpu`` when
+    every GPU is MIG-enabled and holds MIG devices of one profile, else GFD's
+    ``<model>-MIG-INVALID`` labels (also when the facts do not know the MIG
+    devices: ``nvidia-smi`` or the PCI bus as source); ``mixed`` adds
+    ``nvidia.com/mig-<profile>.*`` for each profile of the MIG devices known.
     """
     error = validate_label_options(mig_strategy, sharing_strategy, replicas)
     if error:
@@ -305,12 +375,22 @@ def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
         labels["nvidia.com/mig.strategy"] = mig_strategy
         enabled = [d for d in devices if _mig_enabled(d)]
         if mig_strategy == "single" and enabled:
-            labels.update({
-                "nvidia.com/gpu.product": _product([enabled[0].get("name"), "MIG", "INVALID"], False),
-                "nvidia.com/gpu.count": "0",
-                "nvidia.com/gpu.replicas": "0",
-                "nvidia.com/gpu.memory": "0",
-            })
+            if _mig_single_invalid(devices, enabled):
+                labels.update({
+                    "nvidia.com/gpu.product": _product([enabled[0].get("name"), "MIG", "INVALID"], False),
+                    "nvidia.com/gpu.count": "0",
+                    "nvidia.com/gpu.replicas": "0",
+                    "nvidia.com/gpu.memory": "0",
+                })
+            else:
+                profile, model, migs = _mig_profiles(enabled)[0]
+                labels.update(_mig_resource_labels(MANAGED_LABEL_PREFIX + "gpu.", model, profile, migs,
+                                                   sharing_strategy, replicas))
+        elif mig_strategy == "mixed":
+            for profile, model, migs in _mig_profiles(enabled):
+                if _MIG_PROFILE.match(profile):
+                    labels.update(_mig_resource_labels(MIG_RESOURCE_PREFIX + profile + ".", model, profile, migs,
+                                                       None, 1))
     return dict((key, value) for key, value in labels.items() if value is not None)
 
 

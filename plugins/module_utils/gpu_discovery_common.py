@@ -38,8 +38,12 @@ def text(value):
 
 
 def device_facts(index, name=None, uuid=None, memory_mib=None, pci_bus_id=None, pci_device_id=None,
-                 compute_capability=None, mig_current=None, mig_pending=None):
-    """Return one entry of ``nvidia_gpu.devices``."""
+                 compute_capability=None, mig_current=None, mig_pending=None, mig_devices=None):
+    """Return one entry of ``nvidia_gpu.devices``.
+
+    ``mig_devices``: the MIG devices of a MIG-enabled GPU (``[]`` when MIG is disabled), None where
+    the source cannot enumerate them (nvidia-smi, the PCI bus, bindings without the MIG calls).
+    """
     return {
         "index": index,
         "name": name or None,
@@ -50,5 +54,5 @@ def device_facts(index, name=None, uuid=None, memory_mib=None, pci_bus_id=None, 
         "pci_device_id": pci_device_id,
         "compute_capability": compute_capability,
         "family": gpu_family(compute_capability),
-        "mig": {"current": mig_current, "pending": mig_pending},
+        "mig": {"current": mig_current, "pending": mig_pending, "devices": mig_devices},
     }

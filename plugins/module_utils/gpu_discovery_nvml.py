@@ -36,6 +36,7 @@ MIB = 1024 * 1024
 
 # NVML return codes (nvml.h); used when a binding lacks the constant.
 _NOT_SUPPORTED = 3
+_NOT_FOUND = 6
 _FUNCTION_NOT_FOUND = 13
 _LIBRARY_NOT_FOUND = 12
 
@@ -129,6 +130,42 @@ def _cuda_version(value):
     return "%d.%d" % (value // 1000, (value % 1000) // 10)
 
 
+def mig_profile(name):
+    """The MIG profile in a MIG device's NVML name: "3g.20gb" of "NVIDIA A100-SXM4-40GB MIG 3g.20gb"."""
+    name = name or ""
+    return name.rsplit(" MIG ", 1)[1].strip() or None if " MIG " in name else None
+
+
+def _mig_devices(lib, handle):
+    """The MIG devices of a MIG-enabled GPU, in slot order (empty slots skipped).
+
+    None when the bindings or the driver cannot enumerate them.
+    """
+    slots = _optional(lib, lib.nvmlDeviceGetMaxMigDeviceCount, handle)
+    get_handle = getattr(lib, "nvmlDeviceGetMigDeviceHandleByIndex", None)
+    if slots is None or get_handle is None:
+        return None
+    found = []
+    for slot in range(int(slots)):
+        try:
+            mig = get_handle(handle, slot)
+        except lib.NVMLError as error:
+            if error_code(error) == getattr(lib, "NVML_ERROR_NOT_FOUND", _NOT_FOUND):
+                continue
+            if _is_optional_error(lib, error):
+                return None
+            raise
+        name = text(lib.nvmlDeviceGetName(mig))
+        found.append({
+            "index": slot,
+            "name": name,
+            "profile": mig_profile(name),
+            "uuid": text(lib.nvmlDeviceGetUUID(mig)),
+            "memory_mib": int(lib.nvmlDeviceGetMemoryInfo(mig).total) // MIB,
+        })
+    return found
+
+
 def _device(lib, index):
     handle = lib.nvmlDeviceGetHandleByIndex(index)
     name = text(lib.nvmlDeviceGetName(handle))
@@ -147,6 +184,8 @@ def _device(lib, index):
         compute_capability="%d.%d" % tuple(capability) if capability else None,
         mig_current=int(mig[0]) if mig else None,
         mig_pending=int(mig[1]) if mig else None,
+        # MIG enabled: its MIG devices; disabled: none; MIG not supported: not known
+        mig_devices=(_mig_devices(lib, handle) if int(mig[0]) == 1 else []) if mig else None,
     )
 
 

@@ -125,11 +125,13 @@ options:
         C(nvidia.com/gpu.replicas), C(nvidia.com/gpu.sharing-strategy), C(nvidia.com/gpu.product),
         C(nvidia.com/gpu.memory), C(nvidia.com/gpu.family), C(nvidia.com/gpu.compute.major|minor),
         C(nvidia.com/mig.capable), C(nvidia.com/mig.strategy), C(nvidia.com/cuda.driver.*),
-        C(nvidia.com/cuda.driver-version.*), C(nvidia.com/cuda.runtime.*), C(nvidia.com/cuda.runtime-version.*) -
-        and C(accelerator) when its value has the C(nvidia-<model>) form the module writes.
+        C(nvidia.com/cuda.driver-version.*), C(nvidia.com/cuda.runtime.*), C(nvidia.com/cuda.runtime-version.*),
+        C(nvidia.com/gpu.slices.gi|ci) and C(nvidia.com/mig-<profile>.product|count|replicas|memory|slices.gi|slices.ci)
+        (MIG strategies single and mixed) - and C(accelerator) when its value has the C(nvidia-<model>) form the
+        module writes.
       - With O(state=absent), remove every managed label.
       - Any other label, under C(nvidia.com/) or not (C(nvidia.com/device-plugin.config), GFD's own
-        C(nvidia.com/gfd.timestamp) or C(nvidia.com/mig-<profile>.*)), is only ever changed when named.
+        C(nvidia.com/gfd.timestamp) or C(nvidia.com/mig-<profile>.multiprocessors)), is only ever changed when named.
     type: bool
     default: false
   retries:

@@ -41,8 +41,12 @@ options:
       - MIG strategy of the device plugin, used for RV(ansible_facts.nvidia_gpu.labels)
         exactly as GPU Feature Discovery applies it.
       - V(none) labels full GPUs only, V(single) and V(mixed) add C(nvidia.com/mig.strategy).
-      - MIG devices are not enumerated, so with V(single) a MIG-enabled GPU gets GPU Feature
-        Discovery's C(<model>-MIG-INVALID) labels.
+      - V(single) labels the MIG devices as C(nvidia.com/gpu) when every GPU is MIG-enabled and holds
+        MIG devices of one profile, else GPU Feature Discovery's C(<model>-MIG-INVALID) labels (also when
+        the MIG devices are not known, with facts from C(nvidia-smi) or the PCI bus).
+      - V(mixed) adds C(nvidia.com/mig-<profile>.product|count|replicas|memory|slices.gi|slices.ci) per MIG
+        profile. GPU Feature Discovery also sets C(multiprocessors) and C(engines.*) from NVML's device
+        attributes, which these facts do not read.
     type: str
     choices: [none, single, mixed]
     default: none
@@ -222,6 +226,35 @@ ansible_facts:
                   description: MIG mode after the next GPU reset.
                   type: int
                   sample: 0
+                devices:
+                  description:
+                    - The MIG devices of a MIG-enabled GPU, in NVML's slot order (empty slots left out);
+                      V([]) when MIG is disabled or no MIG device is created yet.
+                    - V(null) where they are not known, MIG unsupported, or the facts come from C(nvidia-smi)
+                      or the PCI bus, or the NVML bindings lack the MIG calls.
+                  type: list
+                  elements: dict
+                  contains:
+                    index:
+                      description: The MIG device's slot on its GPU.
+                      type: int
+                      sample: 0
+                    name:
+                      description: NVML's name of the MIG device.
+                      type: str
+                      sample: NVIDIA A100-SXM4-40GB MIG 3g.20gb
+                    profile:
+                      description: The MIG profile, from the name.
+                      type: str
+                      sample: 3g.20gb
+                    uuid:
+                      description: The MIG device's UUID.
+                      type: str
+                      sample: MIG-3b041641-1788-44f2-a60d-f25453fe2e850001
+                    memory_mib:
+                      description: The MIG device's memory in MiB.
+                      type: int
+                      sample: 20480
         labels:
           description:
             - Node labels GPU Feature Discovery would set for these GPUs (empty when no GPU is present),

@@ -35,6 +35,7 @@ CASES = {
     "check-mode": ("full", "h100x8", {}, {"check_mode": True}),
     "time-slicing": ("full", "h100x8", {"sharing_strategy": "time-slicing", "replicas": 4}, {}),
     "mig-single": ("full", "a100x4-mig", {"mig_strategy": "single"}, {}),
+    "mig-mixed": ("full", "a100x4-mig", {"mig_strategy": "mixed"}, {}),
     "bad-option": ("full", "h100x8", {"colour": "red"}, {}),
     "bad-type": ("full", "h100x8", {"replicas": "many"}, {}),
     "bad-replicas": ("full", "h100x8", {"replicas": 2}, {}),
@@ -120,9 +121,22 @@ def expected_devices(profile, with_optional=True):
             "pci_bus_id": gpu["pci_bus_id"],
             "pci_device_id": "0x%08X" % gpu["pci_device_id"],
             "compute_capability": cc,
-            "mig": {"current": gpu["mig_mode"] if has_mig else None, "pending": gpu["mig_pending"] if has_mig else None},
+            "mig": {"current": gpu["mig_mode"] if has_mig else None, "pending": gpu["mig_pending"] if has_mig else None,
+                    "devices": expected_mig_devices(gpu) if has_mig else None},
         })
     return devices
+
+
+def expected_mig_devices(gpu):
+    """The MIG devices the fake library makes of a profile's mig_devices (tests/support/fakenvml/fakenvml.c add_mig)."""
+    if gpu["mig_mode"] != 1:
+        return []
+    return [{"index": slot,
+             "name": "%s MIG %s" % (gpu["name"], profile),
+             "profile": profile,
+             "uuid": "MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1),
+             "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
+            for slot, profile in enumerate(gpu.get("mig_devices", []))]
 
 
 def strip_derived(devices):
@@ -185,7 +199,7 @@ def test_not_supported_optional_calls_leave_fields_null(results):
     assert warnings_of(result) == []
     assert facts["cuda_driver_version"] is None
     device = facts["devices"][0]
-    assert (device["compute_capability"], device["family"], device["mig"]) == (None, None, {"current": None, "pending": None})
+    assert (device["compute_capability"], device["family"], device["mig"]) == (None, None, {"current": None, "pending": None, "devices": None})
     assert device["memory_mib"] == 81559 and device["name"] == "NVIDIA H100 80GB HBM3"
     assert "nvidia.com/cuda.runtime-version.full" not in facts["labels"]
 
@@ -229,9 +243,20 @@ def test_label_options(results):
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
     assert labels["nvidia.com/gpu.replicas"] == "4"
     assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    # GPU 0 holds two 3g.20gb MIG devices, GPUs 1 to 3 none: single cannot label them, mixed labels the profile
     labels = facts_of(results["tasks"]["mig-single"])["labels"]
     assert labels["nvidia.com/mig.strategy"] == "single"
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
+    labels = facts_of(results["tasks"]["mig-mixed"])["labels"]
+    assert labels["nvidia.com/mig.strategy"] == "mixed"
+    assert dict((key, value) for key, value in labels.items() if key.startswith("nvidia.com/mig-")) == {
+        "nvidia.com/mig-3g.20gb.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
+        "nvidia.com/mig-3g.20gb.count": "2",
+        "nvidia.com/mig-3g.20gb.replicas": "1",
+        "nvidia.com/mig-3g.20gb.memory": "20480",
+        "nvidia.com/mig-3g.20gb.slices.gi": "3",
+        "nvidia.com/mig-3g.20gb.slices.ci": "3",
+    }
 
 
 @pytest.mark.parametrize("name, reference", [("host-facts", "setup-host-facts"), ("host-facts-min", "setup-host-facts-min")])
@@ -287,7 +312,8 @@ def test_nvidia_smi_only_when_nvml_fails(results):
     facts = facts_of(fallback)
     assert facts["source"] == "nvidia-smi"
     assert facts["devices"][0]["name"] == "NVIDIA A100-SXM4-40GB"
-    assert facts["devices"][0]["mig"] == {"current": 1, "pending": 1}
+    # nvidia-smi's query gives the MIG mode, not the MIG devices
+    assert facts["devices"][0]["mig"] == {"current": 1, "pending": 1, "devices": None}
     assert warnings_of(fallback) == ["GPU facts come from nvidia-smi: NVML could not be initialised: "
                                      "Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)"]
     # one call in the whole run: the fallback task; the NVML task ran no subprocess

@@ -36,7 +36,7 @@ def test_missing_symbols_leave_fields_null(host, faults):
         assert device["name"] == "NVIDIA H100 80GB HBM3"
         assert device["uuid"].startswith("GPU-")
         assert device["compute_capability"] is None
-        assert device["mig"] == {"current": None, "pending": None}
+        assert device["mig"] == {"current": None, "pending": None, "devices": None}
     assert facts["driver_version"] == "535.183.01"
 
 
@@ -49,7 +49,7 @@ def test_not_supported_leaves_fields_null(host, faults):
     assert device["uuid"] == "GPU-47eaa099-2cb6-416d-86dc-283cf0480ff9"
     assert device["memory_mib"] == 81559
     assert device["compute_capability"] is None
-    assert device["mig"] == {"current": None, "pending": None}
+    assert device["mig"] == {"current": None, "pending": None, "devices": None}
     assert facts["cuda_driver_version"] is None
     assert facts["driver_version"] == "535.183.01"
 

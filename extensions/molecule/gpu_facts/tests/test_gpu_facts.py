@@ -13,8 +13,12 @@ def sanitised(name):
 
 def expected_device(index, gpu):
     capability = "%d.%d" % tuple(gpu["compute_capability"])
-    mig = ({"current": gpu["mig_mode"], "pending": gpu["mig_pending"]} if "mig_mode" in gpu
-           else {"current": None, "pending": None})
+    # a MIG-enabled GPU's MIG devices as the fake library makes them of the profile's mig_devices
+    migs = [{"index": slot, "name": "%s MIG %s" % (gpu["name"], profile), "profile": profile,
+             "uuid": "MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1), "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
+            for slot, profile in enumerate(gpu.get("mig_devices", []))] if gpu.get("mig_mode") == 1 else []
+    mig = ({"current": gpu["mig_mode"], "pending": gpu["mig_pending"], "devices": migs} if "mig_mode" in gpu
+           else {"current": None, "pending": None, "devices": None})
     return {
         "index": index,
         "name": gpu["name"],

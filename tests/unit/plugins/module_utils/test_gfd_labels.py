@@ -4,7 +4,13 @@ import pytest
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import gfd_labels as gl
 
 
-def device(index=0, name="NVIDIA H100 80GB HBM3", memory=81559, cc="9.0", mig=(0, 0)):
+def mig_devices(gpu_name, *profiles):
+    """The facts' MIG devices of a GPU: one per profile, in slots 0, 1, ..."""
+    return [{"index": slot, "name": "%s MIG %s" % (gpu_name, profile), "profile": profile, "uuid": "MIG-%d" % slot,
+             "memory_mib": int(profile.split("g.")[-1].split("gb")[0]) * 1024} for slot, profile in enumerate(profiles)]
+
+
+def device(index=0, name="NVIDIA H100 80GB HBM3", memory=81559, cc="9.0", mig=(0, 0), migs=()):
     return {
         "index": index,
         "name": name,
@@ -14,7 +20,8 @@ def device(index=0, name="NVIDIA H100 80GB HBM3", memory=81559, cc="9.0", mig=(0
         "pci_bus_id": "00000000:%02X:00.0" % index,
         "compute_capability": cc,
         "family": gl.gpu_family(cc),
-        "mig": {"current": mig[0], "pending": mig[1]} if mig else {"current": None, "pending": None},
+        "mig": ({"current": mig[0], "pending": mig[1], "devices": mig_devices(name, *migs) if mig[0] == 1 else []}
+                if mig else {"current": None, "pending": None, "devices": None}),
     }
 
 
@@ -165,6 +172,90 @@ def test_mig_single_with_empty_mig_gpus_is_invalid():
     assert labels["nvidia.com/gpu.memory"] == "0"
 
 
+A100 = ("NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1))
+
+
+def test_mig_single_labels_the_mig_devices_as_the_gpu_resource():
+    base = gl.gfd_labels(facts([device(0, *A100, migs=["3g.20gb", "3g.20gb"]), device(1, *A100, migs=["3g.20gb"])]))
+    labels = gl.gfd_labels(facts([device(0, *A100, migs=["3g.20gb", "3g.20gb"]), device(1, *A100, migs=["3g.20gb"])]),
+                           mig_strategy="single")
+    changed = dict((key, value) for key, value in labels.items() if base.get(key) != value)
+    assert changed == {
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
+        "nvidia.com/gpu.count": "3",
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.memory": "20480",
+        "nvidia.com/gpu.slices.gi": "3",
+        "nvidia.com/gpu.slices.ci": "3",
+    }
+    # the architecture labels stay those of the GPUs
+    assert labels["nvidia.com/gpu.family"] == "ampere" and labels["nvidia.com/gpu.compute.major"] == "8"
+
+
+def test_mig_single_shared_by_time_slicing():
+    labels = gl.gfd_labels(facts([device(0, *A100, migs=["1g.5gb"] * 7)]), mig_strategy="single",
+                           sharing_strategy="time-slicing", replicas=2)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED"
+    assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.replicas"]) == ("7", "2")
+
+
+@pytest.mark.parametrize("devices", [
+    # one MIG-enabled GPU without MIG devices (GFD: "at least one MIG device is enabled but empty")
+    [device(0, *A100, migs=["3g.20gb"]), device(1, *A100)],
+    # MIG enabled on one GPU, disabled on the other
+    [device(0, *A100, migs=["3g.20gb"]), device(1, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (0, 0))],
+    # two profiles
+    [device(0, *A100, migs=["3g.20gb", "2g.10gb"])],
+    # MIG devices not known (nvidia-smi as source)
+    [dict(device(0, *A100, migs=["3g.20gb"]), mig={"current": 1, "pending": 1, "devices": None})],
+], ids=["empty", "enabled-and-disabled", "two-profiles", "unknown"])
+def test_mig_single_invalid_cases(devices):
+    labels = gl.gfd_labels(facts(devices), mig_strategy="single")
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
+    assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/gpu.replicas"], labels["nvidia.com/gpu.memory"]) == (
+        "0", "0", "0")
+    assert "nvidia.com/gpu.slices.gi" not in labels
+
+
+def test_mig_mixed_labels_each_profile():
+    devices = [device(0, *A100, migs=["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]), device(1, *A100, migs=["1g.5gb"]),
+               device(2, *A100), device(3, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (0, 0))]
+    base = gl.gfd_labels(facts(devices))
+    labels = gl.gfd_labels(facts(devices), mig_strategy="mixed")
+    added = dict((key, value) for key, value in labels.items() if key not in base)
+    assert added == {
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig-3g.20gb.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
+        "nvidia.com/mig-3g.20gb.count": "1",
+        "nvidia.com/mig-3g.20gb.replicas": "1",
+        "nvidia.com/mig-3g.20gb.memory": "20480",
+        "nvidia.com/mig-3g.20gb.slices.gi": "3",
+        "nvidia.com/mig-3g.20gb.slices.ci": "3",
+        "nvidia.com/mig-2g.10gb.product": "NVIDIA-A100-SXM4-40GB-MIG-2g.10gb",
+        "nvidia.com/mig-2g.10gb.count": "1",
+        "nvidia.com/mig-2g.10gb.replicas": "1",
+        "nvidia.com/mig-2g.10gb.memory": "10240",
+        "nvidia.com/mig-2g.10gb.slices.gi": "2",
+        "nvidia.com/mig-2g.10gb.slices.ci": "2",
+        "nvidia.com/mig-1g.5gb.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/mig-1g.5gb.count": "3",
+        "nvidia.com/mig-1g.5gb.replicas": "1",
+        "nvidia.com/mig-1g.5gb.memory": "5120",
+        "nvidia.com/mig-1g.5gb.slices.gi": "1",
+        "nvidia.com/mig-1g.5gb.slices.ci": "1",
+    }
+    # the full GPU labels stay
+    assert labels["nvidia.com/gpu.count"] == "4" and labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+
+
+def test_mig_mixed_compute_instance_profile():
+    labels = gl.gfd_labels(facts([device(0, *A100, migs=["1c.3g.20gb"])]), mig_strategy="mixed")
+    assert labels["nvidia.com/mig-1c.3g.20gb.slices.gi"] == "3"
+    assert labels["nvidia.com/mig-1c.3g.20gb.slices.ci"] == "1"
+    assert labels["nvidia.com/mig-1c.3g.20gb.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1c.3g.20gb"
+
+
 def test_mig_single_without_mig_enabled_gpus_is_like_none():
     base = gl.gfd_labels(facts([device(0)]))
     labels = gl.gfd_labels(facts([device(0)]), mig_strategy="single")
@@ -282,6 +373,8 @@ def _every_produced_key():
         facts([device(mig=None)], source="pci", driver=None, cuda=None),
         facts([device(i, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)) for i in range(2)]),
         facts([device(0, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)), device(1, "Tesla T4", 15360, "7.5")]),
+        facts([device(i, *A100, migs=["3g.20gb", "3g.20gb"]) for i in range(2)]),
+        facts([device(0, *A100, migs=["1g.5gb", "1c.2g.10gb"])]),
     ]
     for one in fact_sets:
         for mig in gl.MIG_STRATEGIES:
@@ -291,14 +384,29 @@ def _every_produced_key():
 
 
 def test_managed_keys_are_exactly_the_keys_the_rules_produce():
-    assert gl.MANAGED_LABEL_KEYS == frozenset(_every_produced_key())
+    produced = _every_produced_key()
+    per_profile = set(key for key in produced if key.startswith(gl.MIG_RESOURCE_PREFIX))
+    assert gl.MANAGED_LABEL_KEYS == frozenset(produced - per_profile)
     assert all(gl.is_managed_label(key) for key in gl.MANAGED_LABEL_KEYS)
+    # the per-profile keys of mig_strategy mixed: every suffix, for each profile seen
+    assert per_profile == set("nvidia.com/mig-%s.%s" % (profile, suffix) for profile in ("3g.20gb", "1g.5gb", "1c.2g.10gb")
+                              for suffix in gl.MIG_LABEL_SUFFIXES)
+    assert all(gl.is_managed_label(key) for key in per_profile)
+
+
+@pytest.mark.parametrize("key", [
+    "nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-1c.3g.20gb.slices.ci", "nvidia.com/mig-1g.10gb+me.product"])
+def test_per_profile_mig_labels_are_managed(key):
+    assert gl.is_managed_label(key, "1") is True
 
 
 @pytest.mark.parametrize("key, value", [
     ("nvidia.com/device-plugin.config", "t4-shared"),
     ("nvidia.com/gfd.timestamp", "1700000000"),
-    ("nvidia.com/mig-1g.5gb.count", "7"),
+    # MIG profile labels GFD reads from NVML's device attributes, which these rules never produce
+    ("nvidia.com/mig-1g.5gb.multiprocessors", "14"),
+    ("nvidia.com/mig-1g.5gb.engines.copy", "1"),
+    ("nvidia.com/mig-custom.count", "1"),
     ("nvidia.com/gpu.deploy.driver", "true"),
     ("feature.node.kubernetes.io/pci-10de.present", "true"),
     ("team", "ml"),

@@ -12,13 +12,14 @@ CODES = {
     "NVML_ERROR_UNINITIALIZED": 1,
     "NVML_ERROR_NOT_SUPPORTED": 3,
     "NVML_ERROR_NO_PERMISSION": 4,
+    "NVML_ERROR_NOT_FOUND": 6,
     "NVML_ERROR_DRIVER_NOT_LOADED": 9,
     "NVML_ERROR_LIBRARY_NOT_FOUND": 12,
     "NVML_ERROR_FUNCTION_NOT_FOUND": 13,
     "NVML_ERROR_GPU_IS_LOST": 15,
     "NVML_ERROR_UNKNOWN": 999,
 }
-MESSAGES = {1: "Uninitialized", 3: "Not Supported", 4: "Insufficient Permissions", 9: "Driver Not Loaded",
+MESSAGES = {1: "Uninitialized", 3: "Not Supported", 4: "Insufficient Permissions", 6: "Not Found", 9: "Driver Not Loaded",
             13: "Function Not Found", 15: "GPU is lost", 999: "Unknown Error"}
 
 
@@ -93,17 +94,26 @@ class StubNvml:
         self._enter("nvmlDeviceGetHandleByIndex", index)
         return index
 
+    def _of(self, handle):
+        """A GPU's dict, or for a MIG handle (gpu index, slot) the MIG device's."""
+        if isinstance(handle, tuple):
+            gpu_dict = self.gpus[handle[0]]
+            profile = gpu_dict["migs"][handle[1]]
+            return {"name": "%s MIG %s" % (gpu_dict["name"], profile), "uuid": "MIG-%d-%d" % handle,
+                    "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
+        return self.gpus[handle]
+
     def nvmlDeviceGetName(self, handle):
         self._enter("nvmlDeviceGetName", handle)
-        return self._str(self.gpus[handle]["name"])
+        return self._str(self._of(handle)["name"])
 
     def nvmlDeviceGetUUID(self, handle):
         self._enter("nvmlDeviceGetUUID", handle)
-        return self._str(self.gpus[handle]["uuid"])
+        return self._str(self._of(handle)["uuid"])
 
     def nvmlDeviceGetMemoryInfo(self, handle):
         self._enter("nvmlDeviceGetMemoryInfo", handle)
-        total = self.gpus[handle]["memory_mib"] * MIB
+        total = self._of(handle)["memory_mib"] * MIB
         return Struct(total=total, free=total, used=0)
 
     def nvmlDeviceGetPciInfo(self, handle):
@@ -119,10 +129,22 @@ class StubNvml:
         self._enter("nvmlDeviceGetMigMode", handle)
         return list(self.gpus[handle]["mig"])
 
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):
+        self._enter("nvmlDeviceGetMaxMigDeviceCount", handle)
+        return len(self.gpus[handle]["migs"])
 
-def gpu(index, name="NVIDIA H100 80GB HBM3", memory=81559, cc=(9, 0), mig=(0, 0), device_id=0x233010DE):
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, slot):
+        self._enter("nvmlDeviceGetMigDeviceHandleByIndex", handle)
+        if self.gpus[handle]["migs"][slot] is None:
+            raise StubError(6)
+        return (handle, slot)
+
+
+def gpu(index, name="NVIDIA H100 80GB HBM3", memory=81559, cc=(9, 0), mig=(0, 0), device_id=0x233010DE, migs=()):
+    """One GPU; ``migs``: its MIG slots, a profile such as "3g.20gb" or None for an empty slot."""
     return {"name": name, "uuid": "GPU-%08d" % index, "memory_mib": memory,
-            "bus": "00000000:%02X:00.0" % (0x18 + index), "device_id": device_id, "cc": cc, "mig": mig}
+            "bus": "00000000:%02X:00.0" % (0x18 + index), "device_id": device_id, "cc": cc, "mig": mig,
+            "migs": list(migs)}
 
 
 def test_reads_every_gpu_with_one_init_and_shutdown():
@@ -141,7 +163,7 @@ def test_reads_every_gpu_with_one_init_and_shutdown():
         "pci_device_id": "0x233010DE",
         "compute_capability": "9.0",
         "family": "hopper",
-        "mig": {"current": 0, "pending": 0},
+        "mig": {"current": 0, "pending": 0, "devices": []},
     }
     assert lib.calls.count("nvmlInit") == 1
     assert lib.calls.count("nvmlShutdown") == 1
@@ -166,10 +188,47 @@ def test_optional_calls_not_supported_leave_their_field_null(code):
     driver, cuda, devices = nv.discover_nvml(lib)
     assert driver == "535.183.01"
     assert cuda is None
-    assert devices[0]["mig"] == {"current": 0, "pending": 0}
-    assert devices[1]["mig"] == {"current": None, "pending": None}
+    assert devices[0]["mig"] == {"current": 0, "pending": 0, "devices": []}
+    assert devices[1]["mig"] == {"current": None, "pending": None, "devices": None}
     assert devices[0]["compute_capability"] is None and devices[0]["family"] is None
     assert devices[0]["memory_mib"] == 81559
+
+
+A100 = {"name": "NVIDIA A100-SXM4-40GB", "memory": 40960, "cc": (8, 0), "device_id": 0x20B010DE}
+
+
+def test_mig_devices_of_a_mig_enabled_gpu_in_slot_order():
+    lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb", None, "1g.5gb", None, None, None, None], **A100),
+                    gpu(1, mig=(1, 1), migs=[None] * 7, **A100), gpu(2, mig=(0, 1), migs=[None] * 7, **A100)])
+    devices = nv.discover_nvml(lib)[2]
+    assert devices[0]["mig"] == {"current": 1, "pending": 1, "devices": [
+        {"index": 0, "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "profile": "3g.20gb", "uuid": "MIG-0-0",
+         "memory_mib": 20480},
+        {"index": 2, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "profile": "1g.5gb", "uuid": "MIG-0-2",
+         "memory_mib": 5120}]}
+    # enabled without MIG devices yet; disabled (enabled after the next reset): not enumerated
+    assert devices[1]["mig"]["devices"] == []
+    assert devices[2]["mig"] == {"current": 0, "pending": 1, "devices": []}
+    assert lib.calls.count("nvmlDeviceGetMaxMigDeviceCount") == 2
+
+
+@pytest.mark.parametrize("code", [3, 13])
+def test_mig_devices_unknown_where_the_calls_are_missing(code):
+    lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb"], **A100)], errors={"nvmlDeviceGetMaxMigDeviceCount": code})
+    assert nv.discover_nvml(lib)[2][0]["mig"] == {"current": 1, "pending": 1, "devices": None}
+
+
+def test_mig_device_error_fails_the_source():
+    lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb"], **A100)], errors={"nvmlDeviceGetMigDeviceHandleByIndex": 15})
+    with pytest.raises(SourceUnavailable, match=r"NVML query failed: GPU is lost"):
+        nv.discover_nvml(lib)
+
+
+@pytest.mark.parametrize("name, profile", [
+    ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "3g.20gb"), ("NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb", "1c.3g.40gb"),
+    ("NVIDIA A100-SXM4-40GB", None), ("", None), (None, None)])
+def test_mig_profile_from_the_name(name, profile):
+    assert nv.mig_profile(name) == profile
 
 
 def test_other_error_in_optional_call_fails_the_source():

@@ -31,7 +31,7 @@ def test_finds_nvidia_display_and_3d_controllers_in_bus_order(tmp_path):
         "pci_device_id": "0x233010DE",
         "compute_capability": "9.0",
         "family": "hopper",
-        "mig": {"current": None, "pending": None},
+        "mig": {"current": None, "pending": None, "devices": None},
     }
     assert devices[2]["name"] is None and devices[2]["product"] is None
     assert devices[2]["pci_device_id"] == "0x999910DE"

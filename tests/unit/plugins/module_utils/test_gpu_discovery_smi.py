@@ -48,15 +48,15 @@ def test_parses_mig_gpus():
         "pci_device_id": "0x20B010DE",
         "compute_capability": "8.0",
         "family": "ampere",
-        "mig": {"current": 1, "pending": 1},
+        "mig": {"current": 1, "pending": 1, "devices": None},
     }
-    assert devices[1]["mig"] == {"current": 0, "pending": 1}
+    assert devices[1]["mig"] == {"current": 0, "pending": 1, "devices": None}
     assert len(runner.argvs) == 1
 
 
 def test_not_available_fields_are_null():
     driver, dummy, devices = smi.discover_smi(Runner((0, T4, "")), which)
-    assert devices[0]["mig"] == {"current": None, "pending": None}
+    assert devices[0]["mig"] == {"current": None, "pending": None, "devices": None}
     assert devices[0]["family"] == "turing"
     assert driver == "535.183.01"
 
@@ -101,7 +101,7 @@ def test_odd_values():
     assert devices[0]["uuid"] is None
     assert devices[0]["memory_mib"] is None
     assert devices[0]["pci_device_id"] is None
-    assert devices[0]["mig"] == {"current": None, "pending": 0}
+    assert devices[0]["mig"] == {"current": None, "pending": 0, "devices": None}
 
 
 def test_no_gpus_is_an_empty_list():

@@ -38,11 +38,12 @@ def test_diff_labels_remove_stale_only_under_nvidia_prefix():
 def test_diff_labels_remove_stale_keeps_nvidia_labels_it_does_not_manage():
     # set by k8s_device_plugin, by GFD itself, by the GPU operator: not derived from the facts
     current = {"nvidia.com/device-plugin.config": "t4-shared", "nvidia.com/gfd.timestamp": "1700000000",
-               "nvidia.com/mig-1g.5gb.count": "7", "nvidia.com/gpu.deploy.driver": "true",
-               "nvidia.com/mig.strategy": "single", "nvidia.com/gpu.count": "4"}
+               "nvidia.com/mig-1g.5gb.multiprocessors": "14", "nvidia.com/gpu.deploy.driver": "true",
+               "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.5gb.count": "7", "nvidia.com/gpu.count": "4"}
     added, removed = nl.diff_labels(current, {"nvidia.com/gpu.count": "4"}, remove_stale=True)
     assert added == {}
-    assert removed == ["nvidia.com/mig.strategy"]
+    # the labels of an earlier mig_strategy mixed go; what only GFD writes stays
+    assert sorted(removed) == ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig.strategy"]
 
 
 def test_diff_labels_remove_stale_accelerator_only_with_a_value_it_writes():
