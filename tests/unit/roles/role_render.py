@@ -9,25 +9,17 @@ import json
 import os
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = os.path.join(ROOT, "roles")
 
 
-_PLUGINS = []
-
-
-def _plugins():
-    if not _PLUGINS:
-        init_plugin_loader()
-        _PLUGINS.append(True)
-
-
 def role_variables(role, overrides=None, extra=None):
-    """Variables a task of ``role`` sees: defaults < inventory-like ``extra`` < role vars, ``overrides`` last."""
-    _plugins()
+    """Variables a task of ``role`` sees: defaults < inventory-like ``extra`` < role vars, ``overrides`` last.
+
+    Ansible's plugin loader (and with it the collection's own filters) is set up by tests/conftest.py.
+    """
     loader = DataLoader()
     role_dir = os.path.join(ROLES, role)
     variables = {}
