@@ -300,6 +300,46 @@ def test_capacity_matches_hosts_to_nodes_and_names_the_short_ones():
     assert "node-a" not in message
 
 
+def a100(mig_devices):
+    """A MIG-enabled A100's facts device: ``mig_devices`` its MIG devices' count, None when not listed."""
+    return {"name": "NVIDIA A100-SXM4-40GB", "mig": {"current": 1, "pending": 1, "devices": None if mig_devices is None
+                                                      else [{"profile": "3g.20gb"}] * mig_devices}}
+
+
+def test_capacity_counts_what_backs_nvidia_gpu_under_each_mig_strategy():
+    full = {"name": "NVIDIA A100-SXM4-40GB", "mig": {"current": 0, "pending": 0, "devices": []}}
+    hostvars = {
+        # 2 MIG devices on each of 2 GPUs, 1 GPU with MIG off
+        "single": {"ansible_facts": {"nvidia_gpu": {"count": 3, "devices": [a100(2), a100(2), full]}}},
+        "mixed": {"ansible_facts": {"nvidia_gpu": {"count": 3, "devices": [a100(2), a100(2), full]}}},
+        "shared": {"ansible_facts": {"nvidia_gpu": {"count": 2, "devices": [a100(7), a100(7)]}}},
+        "unlisted": {"ansible_facts": {"nvidia_gpu": {"count": 1, "devices": [a100(None)]}}},
+        # MIG off everywhere: whole GPUs whatever the strategy
+        "whole": {"ansible_facts": {"nvidia_gpu": {"count": 2, "devices": [full, full]}}},
+    }
+    configs = {"single": "mig-single", "mixed": "mig-mixed", "shared": "mig-shared", "unlisted": "mig-single",
+               "whole": "mig-single"}
+    allocatable = {"single": "4", "mixed": "1", "shared": "28", "unlisted": "2", "whole": "2"}
+    nodes = [node(host, {"nvidia.com/device-plugin.config": configs[host]}, {"nvidia.com/gpu": allocatable[host]})
+             for host in hostvars]
+    variables = {"hostvars": hostvars, "k8s_device_plugin_gpu_hosts": list(hostvars),
+                 "k8s_device_plugin_configs": {
+                     "mig-single": {"mig_strategy": "single"}, "mig-mixed": {"mig_strategy": "mixed"},
+                     "mig-shared": {"mig_strategy": "single", "sharing_strategy": "time-slicing", "replicas": 2}},
+                 "_k8s_device_plugin_nodes_info": {"resources": nodes}}
+    capacity = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_capacity }}", variables)
+    rows = {c["host"]: (c["units"], c["unit"], c["expected"], c["ok"]) for c in capacity}
+    assert rows == {"single": (4, "MIG device(s)", 4, True),
+                    "mixed": (1, "GPU(s) with MIG off", 1, True),
+                    "shared": (14, "MIG device(s)", 28, True),
+                    "unlisted": (None, "MIG device(s)", None, False),
+                    "whole": (2, "GPU(s)", 2, True)}
+    message = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_short_message }}", variables)
+    assert "falls short on 1 node(s)" in message
+    assert ("unlisted (allocatable 2; its GPUs run MIG with strategy single under config mig-single, and the facts "
+            "do not list their MIG devices: give k8s_device_plugin_node_gpus)") in message
+
+
 def test_config_label_patches_only_where_the_label_differs():
     nodes = [node("t4-a", {"nvidia.com/gpu.product": "Tesla-T4"}),
              node("t4-b", {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/device-plugin.config": "t4"}),
