@@ -57,8 +57,9 @@ MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
 # mig_strategy mixed: nvidia.com/mig-<profile>.<suffix> for each MIG profile on the node.
 MIG_RESOURCE_PREFIX = MANAGED_LABEL_PREFIX + "mig-"
 MIG_LABEL_SUFFIXES = ("product", "count", "replicas", "memory", "slices.gi", "slices.ci")
-# a MIG profile: [<compute slices>c.]<GPU slices>g.<memory>gb[+<extension>], such as 3g.20gb, 1c.3g.20gb, 1g.10gb+me
-_MIG_PROFILE = re.compile(r"^(?:(?P<ci>[0-9]+)c\.)?(?P<gi>[0-9]+)g\.[0-9]+gb(?:\+[a-z0-9]+)*$")
+# a MIG profile: [<compute slices>c.]<GPU slices>g.<memory>gb, such as 3g.20gb or 1c.3g.20gb. A profile with
+# an extension (1g.10gb+me) gets no nvidia.com/mig-<profile>.* labels: a label key cannot hold a "+".
+_MIG_PROFILE = re.compile(r"^(?:(?P<ci>[0-9]+)c\.)?(?P<gi>[0-9]+)g\.[0-9]+gb$")
 
 # The seeds' nodeSelector label, set from the facts as accelerator=nvidia-<model>.
 ACCELERATOR_LABEL = "accelerator"

@@ -394,10 +394,16 @@ def test_managed_keys_are_exactly_the_keys_the_rules_produce():
     assert all(gl.is_managed_label(key) for key in per_profile)
 
 
-@pytest.mark.parametrize("key", [
-    "nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-1c.3g.20gb.slices.ci", "nvidia.com/mig-1g.10gb+me.product"])
+@pytest.mark.parametrize("key", ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-1c.3g.20gb.slices.ci"])
 def test_per_profile_mig_labels_are_managed(key):
     assert gl.is_managed_label(key, "1") is True
+
+
+def test_a_profile_with_an_extension_gets_no_profile_labels():
+    # "nvidia.com/mig-1g.10gb+me.count" would not be a valid label key
+    labels = gl.gfd_labels(facts([device(0, *A100, migs=["1g.10gb+me", "3g.20gb"])]), mig_strategy="mixed")
+    assert sorted(key for key in labels if key.startswith("nvidia.com/mig-")) == [
+        "nvidia.com/mig-3g.20gb.%s" % suffix for suffix in sorted(gl.MIG_LABEL_SUFFIXES)]
 
 
 @pytest.mark.parametrize("key, value", [
