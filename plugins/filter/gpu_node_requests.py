@@ -28,16 +28,25 @@ def _aliases(host, host_vars, facts):
     return aliases
 
 
+def _label_mig(mig):
+    """The MIG mode and, of each MIG device, what the labels read: its profile and memory (not its UUID)."""
+    if not isinstance(mig, dict) or mig.get("devices") is None:
+        return mig
+    return dict(mig, devices=[{"profile": one.get("profile"), "memory_mib": one.get("memory_mib")}
+                              for one in mig["devices"]])
+
+
 def label_facts(gpu):
     """The part of ``nvidia_gpu`` facts the labels come from.
 
-    Identical neighbouring devices (same model, memory, compute capability and MIG mode: the usual
-    node of 4 or 8 GPUs) become one entry with ``count``, so the arguments for a whole cluster stay
-    small; k8s_gpu_label counts such an entry as that many devices.
+    Identical neighbouring devices (same model, memory, compute capability, MIG mode and MIG devices'
+    profiles: the usual node of 4 or 8 GPUs) become one entry with ``count``, so the arguments for a
+    whole cluster stay small; k8s_gpu_label counts such an entry as that many devices.
     """
     devices = []
     for device in gpu.get("devices") or []:
         entry = dict((key, device.get(key)) for key in DEVICE_KEYS)
+        entry["mig"] = _label_mig(entry["mig"])
         if devices and dict((k, v) for k, v in devices[-1].items() if k != "count") == entry:
             devices[-1]["count"] = devices[-1].get("count", 1) + 1
         else:

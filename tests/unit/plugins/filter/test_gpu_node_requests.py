@@ -64,3 +64,24 @@ def test_identical_neighbouring_devices_become_one_entry_with_a_count():
     h100 = dict((k, H100["devices"][0][k]) for k in ("name", "product", "memory_mib", "compute_capability", "mig"))
     assert request["facts"]["devices"] == [
         dict(h100, count=8), dict(t4, count=2), dict(h100, mig={"current": 1, "pending": 1})]
+
+
+def a100_mig(index, *profiles):
+    """An A100 with MIG on and one MIG device per profile (unique name and UUID each)."""
+    return {"index": index, "uuid": "GPU-%d" % index, "name": "NVIDIA A100-SXM4-40GB", "product": "NVIDIA-A100-SXM4-40GB",
+            "memory_mib": 40960, "compute_capability": "8.0",
+            "mig": {"current": 1, "pending": 1, "devices": [
+                {"index": slot, "name": "NVIDIA A100-SXM4-40GB MIG " + profile, "profile": profile,
+                 "uuid": "MIG-%d-%d" % (index, slot), "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
+                for slot, profile in enumerate(profiles)]}}
+
+
+def test_mig_devices_keep_what_the_labels_read_so_alike_gpus_still_share_an_entry():
+    gpus = dict(H100, count=3, devices=[a100_mig(0, "3g.20gb", "3g.20gb"), a100_mig(1, "3g.20gb", "3g.20gb"),
+                                        a100_mig(2, "1g.5gb")])
+    (request,) = gpu_node_requests(["gpu1"], {"gpu1": {"ansible_facts": {"nvidia_gpu": gpus}}})
+    entry = {"name": "NVIDIA A100-SXM4-40GB", "product": "NVIDIA-A100-SXM4-40GB", "memory_mib": 40960,
+             "compute_capability": "8.0"}
+    assert request["facts"]["devices"] == [
+        dict(entry, count=2, mig={"current": 1, "pending": 1, "devices": [{"profile": "3g.20gb", "memory_mib": 20480}] * 2}),
+        dict(entry, mig={"current": 1, "pending": 1, "devices": [{"profile": "1g.5gb", "memory_mib": 5120}]})]
