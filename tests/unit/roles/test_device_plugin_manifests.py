@@ -302,8 +302,8 @@ def test_capacity_matches_hosts_to_nodes_and_names_the_short_ones():
 
 def a100(mig_devices):
     """A MIG-enabled A100's facts device: ``mig_devices`` its MIG devices' count, None when not listed."""
-    return {"name": "NVIDIA A100-SXM4-40GB", "mig": {"current": 1, "pending": 1, "devices": None if mig_devices is None
-                                                      else [{"profile": "3g.20gb"}] * mig_devices}}
+    devices = None if mig_devices is None else [{"profile": "3g.20gb"}] * mig_devices
+    return {"name": "NVIDIA A100-SXM4-40GB", "mig": {"current": 1, "pending": 1, "devices": devices}}
 
 
 def test_capacity_counts_what_backs_nvidia_gpu_under_each_mig_strategy():
