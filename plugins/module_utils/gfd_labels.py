@@ -288,15 +288,18 @@ def _mig_profiles(devices):
     return [(profile, models[profile], groups[profile]) for profile in order]
 
 
-def _mig_single_invalid(devices, enabled):
-    """Why mig_strategy single cannot label these GPUs (GFD then labels <model>-MIG-INVALID), or None."""
+def _mig_single_invalid(devices, enabled, profiles):
+    """Why mig_strategy single cannot label these GPUs (GFD then labels <model>-MIG-INVALID), or None.
+
+    ``enabled``: the MIG-enabled ones of ``devices``; ``profiles``: ``_mig_profiles(enabled)``.
+    """
     if any((device.get("mig") or {}).get("devices") is None for device in enabled):
         return "the MIG devices are not known"
     if any(not (device.get("mig") or {}).get("devices") for device in enabled):
         return "a MIG-enabled GPU has no MIG device"
     if len(enabled) != len(devices):
         return "MIG-enabled and MIG-disabled GPUs"
-    if len(_mig_profiles(enabled)) != 1:
+    if len(profiles) != 1:
         return "more than one MIG profile"
     return None
 
@@ -375,8 +378,9 @@ def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
     if mig_strategy != "none":
         labels["nvidia.com/mig.strategy"] = mig_strategy
         enabled = [d for d in devices if _mig_enabled(d)]
+        profiles = _mig_profiles(enabled)
         if mig_strategy == "single" and enabled:
-            if _mig_single_invalid(devices, enabled):
+            if _mig_single_invalid(devices, enabled, profiles):
                 labels.update({
                     "nvidia.com/gpu.product": _product([enabled[0].get("name"), "MIG", "INVALID"], False),
                     "nvidia.com/gpu.count": "0",
@@ -384,11 +388,11 @@ def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
                     "nvidia.com/gpu.memory": "0",
                 })
             else:
-                profile, model, migs = _mig_profiles(enabled)[0]
+                profile, model, migs = profiles[0]
                 labels.update(_mig_resource_labels(MANAGED_LABEL_PREFIX + "gpu.", model, profile, migs,
                                                    sharing_strategy, replicas))
         elif mig_strategy == "mixed":
-            for profile, model, migs in _mig_profiles(enabled):
+            for profile, model, migs in profiles:
                 if _MIG_PROFILE.match(profile):
                     labels.update(_mig_resource_labels(MIG_RESOURCE_PREFIX + profile + ".", model, profile, migs,
                                                        None, 1))
