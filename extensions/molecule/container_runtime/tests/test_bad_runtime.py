@@ -1,7 +1,6 @@
 """An unknown runtime name fails the host with one message, before anything is installed."""
 
 import os
-import subprocess
 
 import testinfra.utils.ansible_runner
 
@@ -13,13 +12,9 @@ assert testinfra_hosts == ["container-runtime-cpu"], testinfra_hosts
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_unknown_runtime_fails_before_anything_is_installed(host):
-    result = subprocess.run(
-        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(HERE, "..", "bad_runtime.yml")],
-        capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
+def test_unknown_runtime_fails_before_anything_is_installed(host, run_playbook):
+    returncode, output = run_playbook(os.path.join(HERE, "..", "bad_runtime.yml"))
+    assert returncode == 2, output
     assert ("Unknown container runtime(s) podman in nvidia_container_toolkit_runtimes: "
             "choose from containerd, k3s, rke2, crio, docker") in output, output
     assert "changed=0" in output and "failed=1" in output, output

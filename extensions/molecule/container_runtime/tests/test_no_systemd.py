@@ -38,17 +38,15 @@ def fixture_bare(tmp_path):
         subprocess.run(["docker", "rm", "-f", name], check=False, capture_output=True)
 
 
-def test_a_node_without_systemd_fails_with_one_message(bare, tmp_path):
+def test_a_node_without_systemd_fails_with_one_message(bare, tmp_path, run_playbook):
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": {"bare": {
         "ansible_connection": "community.docker.docker", "ansible_host": bare,
         "ansible_python_interpreter": "/usr/bin/python3"}}}}))
     playbook = tmp_path / "site.yml"
     playbook.write_text(PLAYBOOK)
-    result = subprocess.run(["ansible-playbook", "-i", str(inventory), str(playbook)], capture_output=True, text=True,
-                            check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
+    returncode, output = run_playbook(playbook, inventory)
+    assert returncode == 2, output
     assert "Cannot read the services of the container runtimes on bare (systemctl show, rc 3): " in output, output
     assert "The role needs systemd on the node." in output, output
     assert "failed=1" in output and "changed=0" in output, output

@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 
 import testinfra.utils.ansible_runner
 
@@ -18,17 +17,13 @@ def backups(host):
     return set(host.check_output("find /etc/docker -maxdepth 1 -name 'daemon.json.*~'").split())
 
 
-def test_restart_failure_restores_the_backup(host):
+def test_restart_failure_restores_the_backup(host, run_playbook):
     before = host.file("/etc/docker/daemon.json").content_string
     assert "nvidia" in json.loads(before)["runtimes"]
     backups_before = backups(host)
 
-    result = subprocess.run(
-        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(HERE, "..", "restart_failure.yml")],
-        capture_output=True, text=True, check=False, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
+    returncode, output = run_playbook(os.path.join(HERE, "..", "restart_failure.yml"))
+    assert returncode == 2, output
     assert "failed=1" in output, output
     # both outcomes: the first restart's error, and the restart with the restored file
     assert "Restarting docker after adding the runc runtime failed" in output, output
