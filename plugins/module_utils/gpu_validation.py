@@ -3,9 +3,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU validation pods: building them, deciding when they are done, and the result per node.
 
-The functions here are pure (no I/O). ``run_validation()`` drives one validation run through an
+The functions here are pure (no I/O). ``Validation.run()`` drives one validation run through an
 API object (``k8s_pods.PodAPI`` or a stand-in with the same methods), with the clock and the sleep
 passed in, so every branch can be tested without a cluster.
+
+A passing node can carry a record of its validation (annotation ``RECORD_ANNOTATION``): the digest of
+what the pod's success depended on (``node_state()``) and when it passed. A later run that finds the
+same digest on a node's current listing knows the proof still holds (``recorded_results()``) and
+need not run the pod again.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +18,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import hashlib
+import json
 import time
 
 POD_PREFIX = "gpu-validation-"
@@ -20,6 +27,12 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 DEFAULT_EXPECTED_LOG = "Test PASSED"
 DETAIL_LENGTH = 200
 FIRST_POLL_DELAY = 0.2
+# the record of a passed validation on the node: {"state": node_state(), "passed": "<UTC time>"}
+RECORD_ANNOTATION = "kubegpu.nvidia/gpu-validation"
+# what a validation pod's result depends on, besides the caller's revision: the boot, the kubelet and
+# the container runtime (status.nodeInfo), and the node's nvidia.com/ labels and allocatable resources
+STATE_NODE_INFO = ("bootID", "kernelVersion", "kubeletVersion", "containerRuntimeVersion")
+STATE_PREFIX = "nvidia.com/"
 
 
 class ValidationError(Exception):
@@ -197,6 +210,79 @@ def no_node_message(selector):
             "(label the GPU nodes, or name them in nodes)" % selector)
 
 
+def node_parts(node):
+    """``(name, labels, allocatable, node_info, annotations)`` of a node.
+
+    ``node`` is a Node as the API lists it, or a node as ``k8s_gpu_label`` returns it with
+    ``return_nodes`` (``name``, ``labels``, ``allocatable``, ``node_info``, ``annotations``).
+    """
+    if "metadata" in node:
+        meta = node.get("metadata") or {}
+        status = node.get("status") or {}
+        return (meta.get("name"), meta.get("labels") or {}, status.get("allocatable") or {},
+                status.get("nodeInfo") or {}, meta.get("annotations") or {})
+    return (node.get("name"), node.get("labels") or {}, node.get("allocatable") or {},
+            node.get("node_info") or {}, node.get("annotations") or {})
+
+
+def node_state(node, revision=""):
+    """Digest (sha256, hex) of what a passing validation pod proved on ``node``.
+
+    It covers the node's boot, kernel, kubelet and container runtime (``status.nodeInfo``), its
+    ``nvidia.com/`` labels (GPU model and count, driver and CUDA versions, MIG and sharing settings,
+    device plugin configuration) and allocatable resources, and ``revision``: whatever else the
+    caller's proof depends on (the pod, the device plugin's rollout). A reboot, a driver, kubelet or
+    runtime upgrade, a relabelling or another device plugin gives another digest.
+    """
+    labels, allocatable, info = node_parts(node)[1:4]
+    doc = {
+        "node_info": dict((key, info.get(key)) for key in STATE_NODE_INFO),
+        "labels": dict((k, v) for k, v in labels.items() if k.startswith(STATE_PREFIX)),
+        "allocatable": dict((k, v) for k, v in allocatable.items() if k.startswith(STATE_PREFIX)),
+        "revision": revision or "",
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def record_value(state, passed_at):
+    """The annotation value recording a validation that passed at ``passed_at`` in ``state``."""
+    return json.dumps({"state": state, "passed": passed_at}, sort_keys=True, separators=(",", ":"))
+
+
+def read_record(node):
+    """The node's record ``{"state", "passed"}``, or None (none, or not one this module wrote)."""
+    raw = node_parts(node)[4].get(RECORD_ANNOTATION)
+    try:
+        record = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("state"), str):
+        return None
+    return record
+
+
+def recorded_results(nodes, revision=""):
+    """The results of the ``nodes`` whose record still holds: the same ``node_state()`` as when they passed.
+
+    Each is ``{node, pod: None, passed: True, phase: "Recorded", reason, validated_at}``, the node's
+    result without running its pod again. Nodes without a record, or whose state changed since, are left out.
+    """
+    results = []
+    for node in nodes:
+        record = read_record(node)
+        if record is None or record["state"] != node_state(node, revision):
+            continue
+        passed_at = record.get("passed") or "unknown"
+        results.append({"node": node_parts(node)[0], "pod": None, "passed": True, "phase": "Recorded",
+                        "reason": "passed at %s; nothing it depends on changed since" % passed_at,
+                        "validated_at": passed_at})
+    return results
+
+
+def utc_now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def unique(names):
     seen = set()
     out = []
@@ -213,13 +299,18 @@ class Validation:
     ``api`` needs: ``list_nodes(label_selector)``, ``get_namespace(name)`` (None when missing),
     ``create_namespace(body)``, ``list_pods(namespace, label_selector)``, ``create_pod(namespace, body)``,
     ``delete_pod(namespace, name)`` (a missing pod is fine) and ``read_pod_log(namespace, name, container)``
-    (``container`` None for a pod with one container; else the first container of the template).
+    (``container`` None for a pod with one container; else the first container of the template); with
+    ``record``, also ``patch_node(name, body)``.
+
+    ``record``: after the pods, write each passing node's record (``RECORD_ANNOTATION``: its
+    ``node_state()`` with ``revision``, as listed before the pods ran, and the time) unless it holds that
+    state already, and remove the record of a node that failed; each result then says ``recorded``.
     """
 
     def __init__(self, api, template, namespace="gpu-validation", nodes=None,
                  node_selector="nvidia.com/gpu.present=true", create_namespace=True,
                  expected_log=DEFAULT_EXPECTED_LOG, timeout=300, unschedulable_timeout=20, poll_interval=2.0,
-                 clock=time.monotonic, sleep=time.sleep):
+                 record=False, revision="", clock=time.monotonic, sleep=time.sleep, now=utc_now):
         self.api = api
         self.template = template
         self.labels = template_labels(template)
@@ -235,21 +326,54 @@ class Validation:
         self.timeout = timeout
         self.unschedulable_timeout = unschedulable_timeout
         self.poll_interval = poll_interval
+        self.record = record
+        self.revision = revision
         self.clock = clock
         self.sleep = sleep
+        self.now = now
         self.changed = False
         self.diff = None
         self.results = []
         self.node_names = []
+        # the selected nodes as listed, by name (only read when needed: a selector, or record)
+        self.listed = {}
 
     def select_nodes(self):
         if self.nodes:
+            if self.record:
+                self.listed = dict((node["metadata"]["name"], node) for node in self.api.list_nodes())
             return self.nodes
         found = self.api.list_nodes(self.node_selector)
-        names = sorted(node["metadata"]["name"] for node in found)
+        self.listed = dict((node["metadata"]["name"], node) for node in found)
+        names = sorted(self.listed)
         if not names:
             raise ValidationError(no_node_message(self.node_selector))
         return names
+
+    def write_records(self, results):
+        """Record each passing node's state (unless it holds it already); remove a failed node's record."""
+        for result in results:
+            node = self.listed.get(result["node"])
+            held = read_record(node) if node is not None else None
+            body = None
+            if result["passed"] and node is not None:
+                state = node_state(node, self.revision)
+                if held is None or held["state"] != state:
+                    body = {"metadata": {"annotations": {RECORD_ANNOTATION: record_value(state, self.now())}}}
+                result["recorded"] = True
+            else:
+                if node is not None and RECORD_ANNOTATION in node_parts(node)[4]:
+                    body = {"metadata": {"annotations": {RECORD_ANNOTATION: None}}}
+                result["recorded"] = False
+            if body is not None:
+                try:
+                    self.api.patch_node(result["node"], body)
+                except Exception as exc:  # pylint: disable=broad-exception-caught
+                    raise ValidationError(
+                        "the validation pods ran (%s), but recording the result on node %s failed: %s "
+                        "(recording needs the right to patch nodes; or turn record off)"
+                        % (failure_message(results) or success_message(results), result["node"], error_text(exc)))
+                self.changed = True
 
     def ensure_namespace(self, check_mode):
         """Read the namespace, create it when missing (not in check mode); True when it was missing."""
@@ -343,6 +467,8 @@ class Validation:
         self.cleanup(attempted)
         self.results = [node_result(node, pods.get(pod_name(node)), logs.get(pod_name(node)),
                                     self.expected_log, self.timeout) for node in nodes]
+        if self.record:
+            self.write_records(self.results)
         return self.results
 
     def cleanup(self, names):

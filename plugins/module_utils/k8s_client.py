@@ -303,9 +303,19 @@ class ApiSession:
             except ValueError as exc:
                 raise K8sError("%s failed: the API server's answer is not JSON: %s" % (what, exc))
 
+    def _patch(self, name, body):
+        if self.direct:
+            return self._request("PATCH", "/api/v1/nodes/{name}", {"name": name}, body=body,
+                                 content_type=STRATEGIC_MERGE_PATCH)
+        return self.core.patch_node(name, body, _content_type=STRATEGIC_MERGE_PATCH, _preload_content=False)
+
+    def patch_node(self, name, body):
+        """Apply a strategic-merge patch to a node; returns None (the node the API answers with is not decoded)."""
+        return self._call("patch", "patching node %s" % name, lambda: self._patch(name, body), decode=None)
+
 
 class NodeAPI(ApiSession):
-    """List, read and patch nodes (an ``ApiSession``); node writes go straight on the connection pool."""
+    """List and read nodes, and patch them (``ApiSession.patch_node``) straight on the connection pool."""
 
     def __init__(self, api_client, **kwargs):
         super(NodeAPI, self).__init__(api_client, **kwargs)
@@ -357,16 +367,6 @@ class NodeAPI(ApiSession):
             return self._request("GET", "/api/v1/nodes/{name}", {"name": name})
         return self.core.read_node(name, _preload_content=False)
 
-    def _patch(self, name, body):
-        if self.direct:
-            return self._request("PATCH", "/api/v1/nodes/{name}", {"name": name}, body=body,
-                                 content_type=STRATEGIC_MERGE_PATCH)
-        return self.core.patch_node(name, body, _content_type=STRATEGIC_MERGE_PATCH, _preload_content=False)
-
     def get_node(self, name):
         """The node as an API dict."""
         return self._call("get", "reading node %s" % name, lambda: self._read(name))
-
-    def patch_node(self, name, body):
-        """Apply a strategic-merge patch to a node; returns None (the node the API answers with is not decoded)."""
-        return self._call("patch", "patching node %s" % name, lambda: self._patch(name, body), decode=None)

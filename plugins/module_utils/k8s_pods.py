@@ -20,10 +20,11 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import A
 
 
 class PodAPI(ApiSession):
-    """Read and create namespaces; list, create and delete pods; read pod logs; list nodes by label.
+    """Read and create namespaces; list, create and delete pods; read pod logs; list nodes by label
+    and patch them (``ApiSession.patch_node``).
 
     An ``ApiSession``: ``counts`` holds the requests made, by verb (``list``, ``get``, ``create``,
-    ``delete``; a log read is a ``get``), retries included.
+    ``delete``, ``patch``; a log read is a ``get``), retries included.
     """
 
     def _legacy(self, method, *args):

@@ -242,6 +242,8 @@ def plan_node(node, desired_labels, desired_taints, state="present", remove_stal
             "labels": final_labels,
             "allocatable": status.get("allocatable") or {},
             "addresses": status.get("addresses") or [],
+            "node_info": status.get("nodeInfo") or {},
+            "annotations": meta.get("annotations") or {},
         },
     }
 
@@ -281,7 +283,8 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     and diffs are in the order of ``requests`` either way.
 
     ``return_nodes``: each result also carries the node's ``labels`` after the run (in check mode, as
-    they would be) and its ``allocatable`` and ``addresses`` as listed.
+    they would be) and its ``allocatable``, ``addresses``, ``node_info`` (``status.nodeInfo``) and
+    ``annotations`` as listed.
 
     Returns ``(results, diffs)``: one result per request, and a before/after
     diff per changed node. Raises NodeMatchError when a host matches no node

@@ -150,9 +150,10 @@ options:
   return_nodes:
     description:
       - Also return, for each node, its labels after the run (in check mode, as they would be), and its
-        C(allocatable) resources and C(addresses) as the module listed them, so that later tasks of the play
-        need not read the nodes again (the C(kubegpu.nvidia.k8s_device_plugin) role takes them as
-        C(k8s_device_plugin_nodes)).
+        C(allocatable) resources, C(addresses), C(node_info) and C(annotations) as the module listed them, so
+        that later tasks of the play need not read the nodes again (the C(kubegpu.nvidia.k8s_device_plugin) role
+        takes them as C(k8s_device_plugin_nodes), the C(kubegpu.nvidia.gpu_validation) role as
+        C(gpu_validation_known_nodes)).
       - Off by default, to keep the result small on large clusters.
     type: bool
     default: false
@@ -264,6 +265,16 @@ nodes:
       elements: dict
       returned: with O(return_nodes=true), on success
       sample: [{"type": "InternalIP", "address": "10.0.0.11"}]
+    node_info:
+      description: The node's C(status.nodeInfo) (boot ID, kernel, kubelet and container runtime versions), as listed.
+      type: dict
+      returned: with O(return_nodes=true), on success
+      sample: {"bootID": "1b3c...", "kubeletVersion": "v1.31.2", "containerRuntimeVersion": "containerd://1.7.22"}
+    annotations:
+      description: The node's C(metadata.annotations), as listed before any write.
+      type: dict
+      returned: with O(return_nodes=true), on success
+      sample: {"kubegpu.nvidia/gpu-validation": "{\"passed\":\"2026-11-21T10:00:00Z\",\"state\":\"9f2c...\"}"}
 error_kind:
   description:
     - On failure, what failed, for a play that handles the failure itself (with C(failed_when) or

@@ -23,7 +23,13 @@ description:
     finished (see O(timeout) and O(unschedulable_timeout)); read the logs of the pods that Succeeded; delete the pods
     and wait until they are gone."
   - The pods are always deleted, also when a step fails. They come and go within the run, so they are not reported
-    as a change; only creating the namespace is.
+    as a change; only creating the namespace is, and writing or removing a record (O(record)).
+  - With O(record), each node that passed carries a record of it afterwards (annotation
+    C(kubegpu.nvidia/gpu-validation)) holding the time and a digest of what the pod's success depended on, that is the
+    node's boot ID, kernel, kubelet and container runtime versions (C(status.nodeInfo)), its C(nvidia.com/) labels
+    and allocatable resources, and O(revision). A later play that lists the node and finds the same digest knows
+    the proof still holds without running the pod again (the C(kubegpu.nvidia.gpu_validation_recorded) filter and
+    the role C(kubegpu.nvidia.gpu_validation) do that).
   - Answers 429 (honouring C(Retry-After)) and 5xx are retried with backoff, O(retries) times per request.
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
@@ -108,12 +114,28 @@ options:
     description: How many times one API request is retried after a 429 or 5xx answer before the module fails.
     type: int
     default: 5
+  record:
+    description:
+      - Record the result on each node after the pods ran, in its annotation C(kubegpu.nvidia/gpu-validation).
+        A node that passed gets the digest of its state (as listed before the pods ran, with O(revision)) and the
+        time, unless it holds that digest already (then its record, and its time, stay as they are); a node that
+        failed loses its record.
+      - Needs the right to patch nodes. A failed write fails the module, naming the node and the validation's outcome.
+    type: bool
+    default: false
+  revision:
+    description:
+      - Anything else the proof depends on, folded into the digest O(record) writes, for example the pod
+        template and the device plugin's DaemonSet revision. A record made with another revision does not hold.
+    type: str
+    default: ""
 requirements:
   - kubernetes >= 24.2.0 (Python library)
 notes:
   - "Requests per run: one node listing (none with O(nodes)), one namespace read (and a create when missing), one
     pod listing for leftovers, one create per node, the polls (one pod listing each), one log read per pod that
-    Succeeded, one delete per node and one listing (or more) until the pods are gone."
+    Succeeded, one delete per node and one listing (or more) until the pods are gone; with O(record), one node
+    listing and a patch per node whose record changes."
   - The role C(kubegpu.nvidia.gpu_validation) runs this module with the CUDA vector-add sample as the pod.
 seealso:
   - module: kubegpu.nvidia.k8s_gpu_label
@@ -154,6 +176,13 @@ EXAMPLES = r"""
     timeout: 120
   register: validation
 
+- name: Validate the GPU nodes and record each pass on the node
+  kubegpu.nvidia.k8s_gpu_validate:
+    nodes: [gpu-node-1, gpu-node-2]
+    pod_template: "{{ lookup('ansible.builtin.template', 'pod.yaml.j2') | from_yaml }}"
+    record: true
+    revision: "{{ lookup('ansible.builtin.template', 'pod.yaml.j2') | hash('sha256') }}"
+
 - name: Show the nodes that failed
   ansible.builtin.debug:
     msg: "{{ validation.results | rejectattr('passed') | map(attribute='node') | list }}"
@@ -161,7 +190,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed:
-  description: Whether the namespace was (or, in check mode, would be) created.
+  description: Whether the namespace was (or, in check mode, would be) created, or a record written or removed.
   returned: always
   type: bool
 nodes:
@@ -202,6 +231,10 @@ results:
           else C(still <phase> after <timeout>s) (phase C(Missing) when the pod was gone)."
       type: str
       sample: Test PASSED
+    recorded:
+      description: Whether the node carries a record of its pass after the run (O(record)).
+      type: bool
+      returned: with O(record)
 passed:
   description: Whether every node passed.
   returned: when the pods ran (not in check mode)
@@ -212,7 +245,7 @@ msg:
   type: str
   sample: "GPU validation failed on 1 of 2 node(s): cpu-node: Unschedulable: 0/3 nodes are available: ..."
 api_requests:
-  description: API requests made, counted by verb (C(list), C(get), C(create), C(delete)), retries included.
+  description: API requests made, counted by verb (C(list), C(get), C(create), C(delete), C(patch)), retries included.
   returned: always
   type: dict
   sample: {"get": 3, "list": 3, "create": 2, "delete": 2}
@@ -257,6 +290,8 @@ def main():
         poll_interval=dict(type="float", default=2.0),
         fail_on_failure=dict(type="bool", default=True),
         retries=dict(type="int", default=5),
+        record=dict(type="bool", default=False),
+        revision=dict(type="str", default=""),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if not HAS_KUBERNETES:
@@ -275,7 +310,8 @@ def main():
                          node_selector=params["node_selector"], create_namespace=params["create_namespace"],
                          expected_log=params["expected_log"], timeout=params["timeout"],
                          unschedulable_timeout=params["unschedulable_timeout"],
-                         poll_interval=params["poll_interval"])
+                         poll_interval=params["poll_interval"], record=params["record"],
+                         revision=params["revision"])
         results = run.run(check_mode=module.check_mode)
     except (ValidationError, K8sError) as exc:
         failure = dict(msg=error_text(exc))

@@ -99,7 +99,7 @@ def test_allocatable_appears_per_config_and_second_run_changes_nothing(cluster):
     assert "nvidia.com/device-plugin.config" not in core.read_node("h100").metadata.labels
     ds = cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
     assert ds.status.desired_number_scheduled == ds.status.number_ready == 2
-    capacity = tasks["Record the GPU capacity per node"]["ansible_facts"]["k8s_device_plugin_capacity"]
+    capacity = tasks["Record the GPU capacity per node and the revision of the DaemonSet"]["ansible_facts"]["k8s_device_plugin_capacity"]
     expected = {("h100", "h100", 8), ("ip-10-66-0-4", "t4", 4)}
     assert {(c["node"], c["host"], c["expected"]) for c in capacity} == expected
 
@@ -168,7 +168,7 @@ def test_nodes_given_stand_in_for_the_read_and_a_shortfall_among_them_is_polled(
     assert stats["changed"] == 0, [name for name, res in tasks.items() if res.get("changed")]
     assert tasks["Read the nodes"]["skipped"] is True
     assert tasks["Wait until every GPU node advertises its GPUs"]["skipped"] is True
-    capacity = tasks["Record the GPU capacity per node"]["ansible_facts"]["k8s_device_plugin_capacity"]
+    capacity = tasks["Record the GPU capacity per node and the revision of the DaemonSet"]["ansible_facts"]["k8s_device_plugin_capacity"]
     assert {(c["node"], c["host"], c["allocatable"], c["ok"]) for c in capacity} == {
         ("h100", "h100", 8, True), ("ip-10-66-0-4", "t4", 4, True)}
     # given nodes that show no GPU (read before the plugin ran, say): the role reads the nodes until they do
@@ -177,5 +177,5 @@ def test_nodes_given_stand_in_for_the_read_and_a_shortfall_among_them_is_polled(
     assert rc == 0, failure(tasks)
     poll = tasks["Wait until every GPU node advertises its GPUs"]
     assert poll.get("skipped") is not True and len(poll["resources"]) == 3
-    capacity = tasks["Record the GPU capacity per node"]["ansible_facts"]["k8s_device_plugin_capacity"]
+    capacity = tasks["Record the GPU capacity per node and the revision of the DaemonSet"]["ansible_facts"]["k8s_device_plugin_capacity"]
     assert all(c["ok"] for c in capacity)

@@ -97,3 +97,64 @@ def test_no_node_to_validate_fails_with_the_selector(cluster):  # pylint: disabl
     assert name == "Validate the GPU nodes"
     assert result["msg"] == ("No node to validate: no node matches the label selector gpu=none "
                              "(label the GPU nodes, or name them in nodes)")
+
+
+RECORDING_PLAYBOOK = """
+- name: Validate the GPU nodes, recording each pass, and trust the records that hold
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: List the nodes
+      kubernetes.core.k8s_info:
+        kind: Node
+      register: listed
+    - name: Validate
+      ansible.builtin.include_role:
+        name: kubegpu.nvidia.gpu_validation
+      vars:
+        gpu_validation_nodes: [h100, ip-10-66-0-4]
+        gpu_validation_record: true
+        gpu_validation_revision: "{{ revision | default('plugin-1') }}"
+        gpu_validation_known_nodes: "{{ listed.resources if trust | default(true) | bool else [] }}"
+"""
+
+
+def test_recorded_passes_spare_the_pods_until_something_they_depend_on_changes(cluster):  # pylint: disable=redefined-outer-name
+    (cluster["dir"] / "record.yml").write_text(RECORDING_PLAYBOOK)
+    (cluster["dir"] / "validate.yml").write_text(PLAYBOOK)
+    # the device plugin first, so that the nodes advertise their GPUs
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, **VALIDATION),
+                                     playbook="validate.yml")
+    assert rc == 0, failure(tasks)
+
+    def run(**extra):
+        rc_, stats_, tasks_ = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, **dict(VALIDATION, **extra)),
+                                           playbook="record.yml")
+        assert rc_ == 0, failure(tasks_)
+        results = tasks_["Record the result per node"]["ansible_facts"]["gpu_validation_results"]
+        return stats_, tasks_, dict((r["node"], r["phase"]) for r in results)
+
+    # no record yet: a pod per node, and each pass recorded (a change)
+    stats, tasks, phases = run()
+    assert phases == {"h100": "Succeeded", "ip-10-66-0-4": "Succeeded"}
+    assert stats["changed"] == 1 and tasks["Validate the GPU nodes"]["api_requests"]["patch"] == 2
+    annotations = cluster["core"].read_node("h100").metadata.annotations
+    assert '"passed":' in annotations["kubegpu.nvidia/gpu-validation"]
+
+    # the records hold: no pod, the module does not run, nothing changes, both nodes pass from their records
+    stats, tasks, phases = run()
+    assert phases == {"h100": "Recorded", "ip-10-66-0-4": "Recorded"}
+    assert tasks["Validate the GPU nodes"].get("skipped") is True
+    assert stats["changed"] == 0
+    assert tasks["Show the result per node"]["msg"][1].split()[:4] == ["h100", "PASS", "passed", "at"]
+
+    # a node whose GPU labels changed gets its pod again; another revision, or no trust, validates every node
+    cluster["core"].patch_node("h100", {"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-H100-NVL"}}})
+    _stats, tasks, phases = run()
+    assert phases == {"h100": "Succeeded", "ip-10-66-0-4": "Recorded"}
+    assert tasks["Validate the GPU nodes"]["nodes"] == ["h100"]
+    assert run(revision="plugin-2")[2] == {"h100": "Succeeded", "ip-10-66-0-4": "Succeeded"}
+    stats, tasks, phases = run(revision="plugin-2", trust=False)
+    assert phases == {"h100": "Succeeded", "ip-10-66-0-4": "Succeeded"}
+    assert stats["changed"] == 0  # the records held already (same state, same revision)
+    assert validation_pods(cluster) == []

@@ -8,7 +8,8 @@ scheduler's message. One test drives PodAPI in-process through CoreV1Api, as wit
 """
 import pytest
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_validation import Validation
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_validation import (
+    RECORD_ANNOTATION, Validation, recorded_results)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import get_api_client
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_pods import PodAPI
 
@@ -224,3 +225,43 @@ def test_a_pod_with_several_containers_is_judged_by_the_first_ones_log(kube, nod
     assert result["results"][0]["passed"] is True
     log_reads = [r["path"] for r in kube.server.requests() if r["resource"] == "pods/log"]
     assert log_reads == ["/api/v1/namespaces/gpu-validation/pods/gpu-validation-node-a/log"]
+
+
+def listed(kube, *names):
+    """The nodes as the API lists them (plain dicts, as a module or kubernetes.core.k8s_info returns them)."""
+    core = kube.core()
+    return [core.api_client.sanitize_for_serialization(core.read_node(name)) for name in names]
+
+
+def test_passes_are_recorded_on_the_nodes_kept_while_their_state_holds_and_removed_on_a_failure(kube, nodes):
+    del nodes
+    result = kube.ansible(MODULE, args(record=True, revision="pod-1"))
+    assert result.get("failed") is not True, result
+    assert [(r["node"], r["passed"], r["recorded"]) for r in result["results"]] == [
+        ("node-a", True, True), ("node-b", True, True)]
+    assert result["changed"] is True
+    assert result["api_requests"]["patch"] == 2
+    # the records hold for the nodes as they are now, with the same revision only
+    assert [r["node"] for r in recorded_results(listed(kube, "node-a", "node-b"), "pod-1")] == ["node-a", "node-b"]
+    assert recorded_results(listed(kube, "node-a", "node-b"), "pod-2") == []
+    first = listed(kube, "node-a")[0]["metadata"]["annotations"][RECORD_ANNOTATION]
+
+    # the pods run again; the records hold already: nothing is written, nothing changed
+    result = kube.ansible(MODULE, args(record=True, revision="pod-1"))
+    assert result.get("failed") is not True, result
+    assert result["changed"] is False
+    assert "patch" not in result["api_requests"]
+    assert listed(kube, "node-a")[0]["metadata"]["annotations"][RECORD_ANNOTATION] == first
+
+    # a relabelled node's record no longer holds
+    kube.core().patch_node("node-b", {"metadata": {"labels": {"nvidia.com/gpu.count": "2"}}})
+    assert [r["node"] for r in recorded_results(listed(kube, "node-a", "node-b"), "pod-1")] == ["node-a"]
+
+    # a node that fails loses its record; the one that passes keeps it
+    result = kube.ansible(MODULE, args(nodes=["node-a"], record=True, revision="pod-1", fail_on_failure=False,
+                                       pod_template=template(log="CUDA error: no device\n")))
+    assert result.get("failed") is not True, result
+    assert (result["results"][0]["passed"], result["results"][0]["recorded"]) == (False, False)
+    assert result["changed"] is True
+    assert RECORD_ANNOTATION not in (listed(kube, "node-a")[0]["metadata"].get("annotations") or {})
+    assert pods(kube) == []

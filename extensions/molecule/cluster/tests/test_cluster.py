@@ -77,7 +77,7 @@ def test_containerd_runs_the_nvidia_runtime(host):
     assert re.search(r'\.runtimes\.nvidia\.options\][^\[]*BinaryName = "/usr/bin/nvidia-container-runtime"', dump), dump
 
 
-def test_summary_row(host, summary):
+def test_summary_row(host, summary, core):
     node = name(host)
     row = summary[node]
     if node == CPU_NODE:
@@ -90,7 +90,13 @@ def test_summary_row(host, summary):
     assert row["runtime"] == "containerd: nvidia"
     assert row["labels"].endswith(", tainted")
     assert row["allocatable"] == str(allocatable)
-    assert row["validation"] == "passed"
+    # the summary is the idempotence run's: the pass the converge run recorded on the node still holds,
+    # so that run ran no pod on it
+    match = re.fullmatch(r"passed \(recorded, (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\)", row["validation"])
+    assert match, row["validation"]
+    record = json.loads(core.read_node(node).metadata.annotations["kubegpu.nvidia/gpu-validation"])
+    assert record["passed"] == match.group(1)
+    assert re.fullmatch(r"[0-9a-f]{64}", record["state"])
 
 
 def test_validation_pods_are_cleaned_up(core):

@@ -176,15 +176,22 @@ class FakeAPI:
         self.calls = []
         self.containers = []
         self.listings = 0
+        self.node_objects = {}
+        self.patches = []
 
     def _maybe_fail(self, call):
         error = self.fail.get(call)
         if error is not None:
             raise error
 
-    def list_nodes(self, label_selector):
+    def list_nodes(self, label_selector=None):
         self.calls.append(("list_nodes", label_selector))
-        return [{"metadata": {"name": n}} for n in reversed(self.nodes)]
+        return [self.node_objects.get(n) or {"metadata": {"name": n}} for n in reversed(self.nodes)]
+
+    def patch_node(self, name, body):
+        self.calls.append(("patch_node", name))
+        self._maybe_fail("patch_node")
+        self.patches.append((name, body))
 
     def get_namespace(self, name):
         self.calls.append(("get_namespace", name))
@@ -356,3 +363,118 @@ def test_the_log_of_the_first_container_is_read_when_the_pod_has_several():
                                                                      {"name": "sidecar", "image": "b"}]))
     gv.Validation(api, sidecar, nodes=["n1"], clock=clock, sleep=clock.sleep).run()
     assert api.containers == [None, "check"]
+
+
+# ---------------------------------------------------------------- records of passed validations
+def gpu_node(name, boot="boot-1", labels=None, allocatable=None, annotations=None):
+    base_labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.count": "8",
+                   "nvidia.com/cuda.driver-version.full": "535.183.01"}
+    return {"metadata": {"name": name, "labels": dict(base_labels, **(labels or {})),
+                         "annotations": dict(annotations or {})},
+            "status": {"allocatable": dict({"cpu": "64", "nvidia.com/gpu": "8"}, **(allocatable or {})),
+                       "nodeInfo": {"bootID": boot, "kernelVersion": "6.1.0-28-amd64", "kubeletVersion": "v1.31.2",
+                                    "containerRuntimeVersion": "containerd://1.7.22", "machineID": "m-" + boot}}}
+
+
+def recorded(node, revision="r1", passed_at="2026-11-21T10:00:00Z"):
+    node["metadata"]["annotations"][gv.RECORD_ANNOTATION] = gv.record_value(gv.node_state(node, revision), passed_at)
+    return node
+
+
+def test_the_state_changes_with_what_a_pass_depends_on_and_nothing_else():
+    base = gv.node_state(gpu_node("n"), "r1")
+    assert gv.node_state(gpu_node("n"), "r1") == base and len(base) == 64
+    # another boot, driver label, allocatable GPU count or revision: another state
+    assert gv.node_state(gpu_node("n", boot="boot-2"), "r1") != base
+    assert gv.node_state(gpu_node("n", labels={"nvidia.com/cuda.driver-version.full": "550.54.15"}), "r1") != base
+    assert gv.node_state(gpu_node("n", allocatable={"nvidia.com/gpu": "7"}), "r1") != base
+    assert gv.node_state(gpu_node("n"), "r2") != base
+    # other labels, other resources, the machine ID, annotations (the record itself): the same state
+    assert gv.node_state(gpu_node("n", labels={"team": "ml"}, allocatable={"cpu": "63"},
+                                  annotations={"x": "y"}), "r1") == base
+    other = gpu_node("n")
+    other["status"]["nodeInfo"]["machineID"] = "another"
+    assert gv.node_state(other, "r1") == base
+
+
+def test_the_state_of_a_listed_node_and_of_k8s_gpu_label_s_returned_node_is_the_same():
+    node = gpu_node("n")
+    returned = {"name": "n", "changed": False, "labels": node["metadata"]["labels"],
+                "allocatable": node["status"]["allocatable"], "addresses": [],
+                "node_info": node["status"]["nodeInfo"], "annotations": {}}
+    assert gv.node_state(returned, "r1") == gv.node_state(node, "r1")
+    assert gv.node_parts(returned)[0] == gv.node_parts(node)[0] == "n"
+
+
+def test_recorded_results_are_the_nodes_whose_record_holds():
+    held = recorded(gpu_node("held"))
+    rebooted = recorded(gpu_node("rebooted"))
+    rebooted["status"]["nodeInfo"]["bootID"] = "boot-2"
+    other_revision = recorded(gpu_node("other"), revision="r0")
+    garbled = gpu_node("garbled", annotations={gv.RECORD_ANNOTATION: "{not json"})
+    foreign = gpu_node("foreign", annotations={gv.RECORD_ANNOTATION: '{"state": 1}'})
+    nodes = [held, rebooted, other_revision, garbled, foreign, gpu_node("never")]
+    assert gv.recorded_results(nodes, "r1") == [
+        {"node": "held", "pod": None, "passed": True, "phase": "Recorded", "validated_at": "2026-11-21T10:00:00Z",
+         "reason": "passed at 2026-11-21T10:00:00Z; nothing it depends on changed since"}]
+    assert gv.read_record(garbled) is None and gv.read_record(foreign) is None
+    assert gv.read_record(held) == {"state": gv.node_state(held, "r1"), "passed": "2026-11-21T10:00:00Z"}
+
+
+def recording_api(**kwargs):
+    api = FakeAPI(**kwargs)
+    api.node_objects = {"n1": gpu_node("n1"), "n2": recorded(gpu_node("n2"))}
+    return api
+
+
+def test_a_recording_run_writes_the_records_that_changed_and_keeps_those_that_hold():
+    api, clock = recording_api(), Clock()
+    run = validation(api, clock, nodes=["n1", "n2"], record=True, revision="r1", now=lambda: "2026-11-22T08:00:00Z")
+    results = run.run()
+    # named nodes are listed once (for their state), before any pod
+    assert api.calls[0] == ("list_nodes", None)
+    assert [(r["node"], r["passed"], r["recorded"]) for r in results] == [("n1", True, True), ("n2", True, True)]
+    # n2 holds its record already: only n1 is written
+    assert api.patches == [("n1", {"metadata": {"annotations": {
+        gv.RECORD_ANNOTATION: gv.record_value(gv.node_state(api.node_objects["n1"], "r1"), "2026-11-22T08:00:00Z")}}})]
+    assert run.changed is True
+    # the record now holds for n1 as listed
+    api.node_objects["n1"]["metadata"]["annotations"].update(api.patches[0][1]["metadata"]["annotations"])
+    assert [r["node"] for r in gv.recorded_results(list(api.node_objects.values()), "r1")] == ["n1", "n2"]
+
+
+def test_a_recording_run_that_finds_every_record_in_place_changes_nothing():
+    api, clock = recording_api(), Clock()
+    recorded(api.node_objects["n1"])
+    run = validation(api, clock, record=True, revision="r1")
+    run.run()
+    assert api.patches == [] and run.changed is False
+    # with a selector the listing that selects the nodes serves: no second one
+    assert calls(api, "list_nodes") == ["nvidia.com/gpu.present=true"]
+
+
+def test_a_node_that_fails_loses_its_record():
+    api, clock = recording_api(outcome=lambda node, seen: "Failed" if node == "n2" else "Succeeded"), Clock()
+    run = validation(api, clock, nodes=["n2"], record=True, revision="r1")
+    results = run.run()
+    assert (results[0]["passed"], results[0]["recorded"]) == (False, False)
+    assert api.patches == [("n2", {"metadata": {"annotations": {gv.RECORD_ANNOTATION: None}}})]
+    assert run.changed is True
+
+
+def test_a_record_that_cannot_be_written_fails_with_the_outcome_and_the_node():
+    api, clock = recording_api(fail={"patch_node": RuntimeError("nodes \"n1\" is forbidden")}), Clock()
+    run = validation(api, clock, nodes=["n1"], record=True, revision="r1")
+    with pytest.raises(gv.ValidationError) as err:
+        run.run()
+    assert err.value.msg == (
+        'the validation pods ran (GPU validation passed on 1 node(s)), but recording the result on node n1 failed: '
+        'nodes "n1" is forbidden (recording needs the right to patch nodes; or turn record off)')
+    assert api.pods == {}
+
+
+def test_without_record_named_nodes_are_not_listed_and_nothing_is_written():
+    api, clock = recording_api(), Clock()
+    results = validation(api, clock, nodes=["n1"]).run()
+    assert "recorded" not in results[0]
+    assert not calls(api, "list_nodes") and api.patches == []

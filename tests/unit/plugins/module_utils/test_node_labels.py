@@ -235,19 +235,24 @@ def test_apply_nodes_check_mode_writes_nothing():
 
 
 def test_apply_nodes_returns_the_nodes_only_when_asked():
-    # labels after the run (written, and in check mode as they would be), allocatable and addresses as listed
+    # labels after the run (written, and in check mode as they would be); allocatable, addresses, node info
+    # and annotations as listed
     addresses = [{"type": "InternalIP", "address": "10.0.0.1"}]
     listed = node("a", {"keep": "1", "nvidia.com/mig.strategy": "single"}, addresses=addresses)
     listed["status"]["allocatable"] = {"cpu": "8", "nvidia.com/gpu": "4"}
+    listed["status"]["nodeInfo"] = {"bootID": "b-1", "kubeletVersion": "v1.31.2"}
+    listed["metadata"]["annotations"] = {"kubegpu.nvidia/gpu-validation": "{}"}
     wanted = req("a", {"nvidia.com/gpu.present": "true"})
     for check_mode in (False, True):
         api = FakeAPI([listed])
         (plain,), _diffs = nl.apply_nodes(api, [wanted], remove_stale=True, check_mode=check_mode)
-        assert not {"labels", "allocatable", "addresses"} & set(plain)
+        assert not {"labels", "allocatable", "addresses", "node_info", "annotations"} & set(plain)
         (result,), _diffs = nl.apply_nodes(api, [wanted], remove_stale=True, check_mode=check_mode, return_nodes=True)
         assert result["labels"] == {"keep": "1", "nvidia.com/gpu.present": "true"}
         assert result["allocatable"] == {"cpu": "8", "nvidia.com/gpu": "4"}
         assert result["addresses"] == addresses
+        assert result["node_info"] == {"bootID": "b-1", "kubeletVersion": "v1.31.2"}
+        assert result["annotations"] == {"kubegpu.nvidia/gpu-validation": "{}"}
         assert result["removed"] == ["nvidia.com/mig.strategy"]
 
 
