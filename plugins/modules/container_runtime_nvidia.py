@@ -215,11 +215,22 @@ flavor:
   returned: always
   type: str
   sample: containerd
+checksums:
+  description:
+    - The SHA-256 of each file the module manages (RV(path), and RV(drop_in_path) in drop-in mode) as it is after the
+      run (in check mode, as it would be); null for a file that is not there.
+    - The same as C(sha256sum) prints on the node, so that a later play can tell whether anything else changed the
+      files since (the role C(kubegpu.nvidia.nvidia_container_toolkit) records them).
+  returned: always
+  type: dict
+  sample: {"/etc/containerd/config.toml": "3f1c0e5b9a...", "/etc/containerd/conf.d/99-nvidia.toml": "9be2d1c7f0..."}
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
+import hashlib
 import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import (
     containerd_config,
@@ -255,6 +266,11 @@ class Change:
     @property
     def changed(self):
         return self.before != self.after
+
+    @property
+    def checksum(self):
+        """SHA-256 (hex) of the file after the change, as written (UTF-8); None when it is absent."""
+        return None if self.after is None else hashlib.sha256(to_bytes(self.after)).hexdigest()
 
 
 def plan_containerd(params, path):
@@ -360,6 +376,7 @@ def run(module):
     changed = any(c.changed for c in changes)
     result = dict(changed=changed, restart_required=changed)
     result.update(fields)
+    result["checksums"] = dict((c.path, c.checksum) for c in changes)
     if module._diff and changed:
         diffs = [make_diff(c.path, c.before, c.after) for c in changes if c.changed]
         result["diff"] = diffs[0] if len(diffs) == 1 else diffs

@@ -6,6 +6,7 @@
 from __future__ import absolute_import, division, print_function
 
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -78,6 +79,9 @@ def test_check_mode_diff_then_apply_then_idempotent(capsys, tmp_path, runtime, n
     assert again["changed"] is False and again["restart_required"] is False
     assert "diff" not in again and "backup_file" not in again
     assert len(listing(tmp_path)) == 2  # the file and one backup, no temp files
+    # the checksum of the file as it will be (check mode), as it is (sha256sum's)
+    written = hashlib.sha256(cfg.read_bytes()).hexdigest()
+    assert checked["checksums"] == applied["checksums"] == again["checksums"] == {str(cfg): written}
 
 
 def test_new_file_mode_and_parent(capsys, tmp_path):
@@ -190,8 +194,11 @@ def test_drop_in_mode(capsys, tmp_path):
     assert "nvidia" in drop.read_text()
     assert applied["backup_file"].startswith(str(cfg) + ".")
     assert run_module(capsys, args)["changed"] is False
+    assert applied["checksums"] == {str(cfg): hashlib.sha256(cfg.read_bytes()).hexdigest(),
+                                    str(drop): hashlib.sha256(drop.read_bytes()).hexdigest()}
     removed = run_module(capsys, dict(args, state="absent"))
     assert removed["changed"] is True and not drop.exists()
+    assert removed["checksums"][str(drop)] is None
     assert run_module(capsys, dict(args, state="absent"))["changed"] is False
 
 
