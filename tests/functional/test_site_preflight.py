@@ -201,6 +201,6 @@ def test_the_labels_play_writes_only_what_the_match_found_to_change(site):
     assert not second.changed
     (labels_play,) = [p for p in second.out["plays"] if p["play"]["name"] == "Label and taint the GPU nodes"]
     ran = [t["task"]["name"] for t in labels_play["tasks"] if not all(r.get("skipped") for r in t["hosts"].values())]
-    assert ran == ["Keep the labels and taints the facts play found in place"]
+    assert ran == ["Keep the hosts still in the run, and the labels and taints the facts play found in place"]
     if site.kube.is_test_server:
         assert site.kube.server.request_counts() == {"list": 1}
