@@ -254,7 +254,7 @@ def read_record(node):
     raw = node_parts(node)[4].get(RECORD_ANNOTATION)
     try:
         record = json.loads(raw) if raw else None
-    except ValueError:
+    except (TypeError, ValueError):
         return None
     if not isinstance(record, dict) or not isinstance(record.get("state"), str):
         return None

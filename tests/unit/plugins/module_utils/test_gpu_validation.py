@@ -413,6 +413,7 @@ def test_recorded_results_are_the_nodes_whose_record_holds():
     other_revision = recorded(gpu_node("other"), revision="r0")
     garbled = gpu_node("garbled", annotations={gv.RECORD_ANNOTATION: "{not json"})
     foreign = gpu_node("foreign", annotations={gv.RECORD_ANNOTATION: '{"state": 1}'})
+    assert gv.read_record(gpu_node("odd", annotations={gv.RECORD_ANNOTATION: {"state": "x"}})) is None
     nodes = [held, rebooted, other_revision, garbled, foreign, gpu_node("never")]
     assert gv.recorded_results(nodes, "r1") == [
         {"node": "held", "pod": None, "passed": True, "phase": "Recorded", "validated_at": "2026-11-21T10:00:00Z",
