@@ -12,7 +12,7 @@ for path in (COLLECTIONS, SUPPORT):
 
 # Ansible's collection loader owns the ansible_collections package from the start, as in a play: the
 # tests import the collection's plugins through it, and templates that name the collection's filters
-# (role variables rendered by tests/support/role_render.py) find them in the same process.
+# (role variables rendered by tests/unit/roles/role_render.py) find them in the same process.
 from ansible.plugins.loader import init_plugin_loader  # noqa: E402  pylint: disable=wrong-import-position
 
 init_plugin_loader([COLLECTIONS])
