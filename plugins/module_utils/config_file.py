@@ -21,14 +21,17 @@ import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import KubegpuError
 
-class ConfigFileError(Exception):
-    """A user-facing failure about one configuration file (one line, no traceback)."""
 
-    def __init__(self, msg, **details):
-        super(ConfigFileError, self).__init__(msg)
-        self.msg = msg
-        self.details = details
+class ConfigFileError(KubegpuError):
+    """A user-facing failure about one configuration file (one line, no traceback).
+
+    Kind ``input`` (a file or option the module cannot use) unless given, e.g. ``runtime`` for a write
+    the node refused.
+    """
+
+    kind = "input"
 
 
 def _os_reason(exc):

@@ -22,6 +22,8 @@ import hashlib
 import json
 import time
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import KubegpuError
+
 POD_PREFIX = "gpu-validation-"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 DEFAULT_EXPECTED_LOG = "Test PASSED"
@@ -35,12 +37,16 @@ STATE_NODE_INFO = ("bootID", "kernelVersion", "kubeletVersion", "containerRuntim
 STATE_PREFIX = "nvidia.com/"
 
 
-class ValidationError(Exception):
+class ValidationError(KubegpuError):
     """A failure of the run itself (not of a node), with a one-line message for the user."""
 
-    def __init__(self, msg):
-        super(ValidationError, self).__init__(msg)
-        self.msg = msg
+    kind = "input"
+
+
+class ValidationFailed(KubegpuError):
+    """The run went through and some nodes did not pass (with ``fail_on_failure``)."""
+
+    kind = "runtime"
 
 
 def pod_name(node):
@@ -347,7 +353,7 @@ class Validation:
         self.listed = dict((node["metadata"]["name"], node) for node in found)
         names = sorted(self.listed)
         if not names:
-            raise ValidationError(no_node_message(self.node_selector))
+            raise ValidationError(no_node_message(self.node_selector), kind="not_found")
         return names
 
     def write_records(self, results):
@@ -372,7 +378,8 @@ class Validation:
                     raise ValidationError(
                         "the validation pods ran (%s), but recording the result on node %s failed: %s "
                         "(recording needs the right to patch nodes; or turn record off)"
-                        % (failure_message(results) or success_message(results), result["node"], error_text(exc)))
+                        % (failure_message(results) or success_message(results), result["node"], error_text(exc)),
+                        kind="api")
                 self.changed = True
 
     def ensure_namespace(self, check_mode):
@@ -384,7 +391,8 @@ class Validation:
             self.diff = {"before": current, "after": current}
             return False
         if not self.create_namespace:
-            raise ValidationError("namespace %s does not exist: create it, or set create_namespace" % self.namespace)
+            raise ValidationError("namespace %s does not exist: create it, or set create_namespace" % self.namespace,
+                                  kind="not_found")
         self.diff = {"before": {}, "after": wanted}
         self.changed = True
         if not check_mode:
@@ -406,7 +414,7 @@ class Validation:
             elapsed = self.clock() - start
             if elapsed >= self.timeout:
                 raise ValidationError("%s still present %ss after deleting them: %s"
-                                      % (what, self.timeout, ", ".join(left)))
+                                      % (what, self.timeout, ", ".join(left)), kind="timeout")
             delay = next_delay(delay, self.poll_interval)
             self.sleep(min(delay, max(self.timeout - elapsed, 0)))
 
@@ -462,7 +470,8 @@ class Validation:
                 self.cleanup(attempted)
             except Exception as cleanup_exc:  # pylint: disable=broad-exception-caught
                 raise ValidationError("%s; deleting the validation pods failed too: %s"
-                                      % (error_text(exc), error_text(cleanup_exc)))
+                                      % (error_text(exc), error_text(cleanup_exc)),
+                                      kind=exc.kind if isinstance(exc, KubegpuError) else "bug")
             raise
         self.cleanup(attempted)
         self.results = [node_result(node, pods.get(pod_name(node)), logs.get(pod_name(node)),

@@ -14,13 +14,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
 # setup's minimal subset: gathered unless the subsets include '!min'
 MINIMAL_GATHER_SUBSET = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips",
                                    "local", "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr",
                                    "ssh_pub_keys", "user"])
 
 
-class HostFactsError(Exception):
+class HostFactsError(InputError):
     """A subset that no collector gathers, or collectors that depend on each other in a loop."""
 
 

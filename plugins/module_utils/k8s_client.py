@@ -24,6 +24,8 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import ApiError
+
 K8S_IMPORT_ERROR = None
 try:
     from kubernetes import client as k8s
@@ -66,13 +68,8 @@ MAX_DELAY = 60.0
 CREDENTIAL_CHECK_INTERVAL = 5.0
 
 
-class K8sError(Exception):
-    """A failure talking to the API, with a one-line message for the user."""
-
-    def __init__(self, msg, status=None):
-        super(K8sError, self).__init__(msg)
-        self.msg = msg
-        self.status = status
+class K8sError(ApiError):
+    """A failure talking to the API, with a one-line message for the user (``status``: the HTTP status)."""
 
 
 class _ThrottledHook:

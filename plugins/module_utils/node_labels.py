@@ -17,17 +17,20 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import is_managed_label
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, KubegpuError
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-class NodeLabelError(ValueError):
+class NodeLabelError(InputError):
     """A user-supplied label or taint that cannot be applied."""
 
 
-class NodeMatchError(NodeLabelError):
+class NodeMatchError(KubegpuError):
     """A requested host that matches no Kubernetes node, or two hosts that match the same one."""
+
+    kind = "node_match"
 
 
 def normalise_labels(labels):
@@ -248,12 +251,13 @@ def plan_node(node, desired_labels, desired_taints, state="present", remove_stal
     }
 
 
-class NodeLabelRunFailed(Exception):
-    """A failure during a run, with the per-node results reached so far."""
+class NodeLabelRunFailed(KubegpuError):
+    """A failure during a run, with the per-node results reached so far (``results``, also as ``nodes``)."""
+
+    kind = "write"
 
     def __init__(self, msg, results):
-        super(NodeLabelRunFailed, self).__init__(msg)
-        self.msg = msg
+        super(NodeLabelRunFailed, self).__init__(msg, nodes=results, changed=any(r["changed"] for r in results))
         self.results = results
 
 

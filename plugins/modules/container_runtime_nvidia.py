@@ -244,6 +244,7 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.config_file import 
     remove_file,
     write_file,
 )
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import run_module
 
 DEFAULT_PATHS = {
     "containerd": containerd_config.DEFAULT_PATH,
@@ -365,6 +366,8 @@ def apply_changes(module, changes):
 
 def run(module):
     params = module.params
+    if not params["runtime_name"] or not params["runtime_name"].strip():
+        raise ConfigFileError("runtime_name must not be empty")
     if params["runtime"] == "containerd" and not params["path"] and params["flavor"] in ("auto", "containerd"):
         if params["flavor"] == "auto":
             flavor = containerd_config.detect_flavor()
@@ -407,15 +410,9 @@ def main():
         supports_check_mode=True,
     )
     if module.params["runtime"] in ("containerd", "crio") and not containerd_config.HAS_TOMLKIT:
-        module.fail_json(msg=missing_required_lib("tomlkit (python3-tomlkit)"),
+        module.fail_json(msg=missing_required_lib("tomlkit (python3-tomlkit)"), error_kind="dependency",
                          exception=containerd_config.TOMLKIT_IMPORT_ERROR)
-    if not module.params["runtime_name"] or not module.params["runtime_name"].strip():
-        module.fail_json(msg="runtime_name must not be empty")
-    try:
-        result = run(module)
-    except ConfigFileError as exc:
-        module.fail_json(msg=exc.msg, **exc.details)
-    module.exit_json(**result)
+    run_module(module, run)
 
 
 if __name__ == "__main__":

@@ -281,9 +281,10 @@ error_kind:
       C(ignore_errors)).
     - V(node_match) a requested host matches no Kubernetes node, or two hosts the same node (the API answered;
       nothing was written); V(api) the API server could not be reached or refused a request (or the kubeconfig
-      could not be used); V(write) a node write failed (RV(nodes) has what was done); V(input) a label, taint
-      or option the module cannot use; V(dependency) the C(kubernetes) library is missing; V(unexpected)
-      anything else.
+      could not be used); V(conflict) the API kept answering 409; V(timeout) a request ran out of time;
+      V(write) a node write failed (RV(nodes) has what was done); V(input) a label, taint or option the module
+      cannot use; V(dependency) the C(kubernetes) library is missing; V(bug) anything else, a defect of the
+      collection (the message names the exception; please report it).
   returned: failure (except Ansible's own argument errors)
   type: str
   sample: node_match
@@ -294,16 +295,15 @@ api_requests:
   sample: {"list": 1, "patch": 3}
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, run_module
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
     accelerator_label_value, gfd_labels, validate_label_options)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import (
-    AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, K8sError, NodeAPI, get_api_client)
+    AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, NodeAPI, get_api_client)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import (
-    NodeLabelRunFailed, NodeMatchError, apply_nodes, normalise_labels, normalise_taint)
+    apply_nodes, normalise_labels, normalise_taint)
 
 
 def labels_from_facts(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
@@ -387,38 +387,33 @@ def main():
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), error_kind="dependency", exception=K8S_IMPORT_ERROR)
 
-    error = validate_label_options(module.params["mig_strategy"], module.params["sharing_strategy"],
-                                   module.params["replicas"])
-    if error:
-        module.fail_json(msg=error, error_kind="input")
-    if module.params["concurrency"] < 1:
-        module.fail_json(msg="concurrency must be 1 or more, not %d" % module.params["concurrency"], error_kind="input")
-
-    api = None
+    state = {"api": None}
     invocation = compact_invocation(module.params)
-    try:
-        requests = build_requests(module.params)
-        concurrency = module.params["concurrency"]
-        api = NodeAPI(get_api_client(module.params, pool_size=concurrency), retries=module.params["retries"])
-        results, diffs = apply_nodes(api, requests, state=module.params["state"],
-                                     remove_stale=module.params["remove_stale"], check_mode=module.check_mode,
-                                     concurrency=concurrency, return_nodes=module.params["return_nodes"])
-    except NodeLabelRunFailed as exc:
-        module.fail_json(msg=exc.msg, error_kind="write", nodes=exc.results,
-                         changed=any(r["changed"] for r in exc.results), api_requests=api.counts, invocation=invocation)
-    except (K8sError, ValueError) as exc:  # NodeMatchError and NodeLabelError are ValueErrors
-        kind = "node_match" if isinstance(exc, NodeMatchError) else "api" if isinstance(exc, K8sError) else "input"
-        module.fail_json(msg=str(exc), error_kind=kind, changed=False, api_requests=api.counts if api else {},
-                         invocation=invocation)
-    except Exception as exc:  # noqa: BLE001 -- any other failure still ends as one message
-        module.fail_json(msg="unexpected error: %s" % exc, error_kind="unexpected", exception=traceback.format_exc(),
-                         api_requests=api.counts if api else {}, invocation=invocation)
 
-    result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts,
-                  invocation=invocation)
-    if module._diff:
-        result["diff"] = diffs
-    module.exit_json(**result)
+    def work(module):
+        params = module.params
+        error = validate_label_options(params["mig_strategy"], params["sharing_strategy"], params["replicas"])
+        if error:
+            raise InputError(error)
+        if params["concurrency"] < 1:
+            raise InputError("concurrency must be 1 or more, not %d" % params["concurrency"])
+        requests = build_requests(params)
+        concurrency = params["concurrency"]
+        api = state["api"] = NodeAPI(get_api_client(params, pool_size=concurrency), retries=params["retries"])
+        results, diffs = apply_nodes(api, requests, state=params["state"], remove_stale=params["remove_stale"],
+                                     check_mode=module.check_mode, concurrency=concurrency,
+                                     return_nodes=params["return_nodes"])
+        result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts,
+                      invocation=invocation)
+        if module._diff:
+            result["diff"] = diffs
+        return result
+
+    def extra():
+        counts = state["api"].counts if state["api"] else {}
+        return dict(changed=False, api_requests=counts, invocation=invocation)
+
+    run_module(module, work, extra)
 
 
 if __name__ == "__main__":

@@ -255,14 +255,13 @@ diff:
   type: dict
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, run_module
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_validation import (
-    Validation, ValidationError, error_text, failure_message, success_message)
+    Validation, ValidationFailed, failure_message, success_message)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import (
-    AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, K8sError, get_api_client)
+    AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, get_api_client)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_pods import PodAPI
 
 
@@ -295,47 +294,45 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=K8S_IMPORT_ERROR)
-    params = module.params
-    error = check_options(params)
-    if error:
-        module.fail_json(msg=error)
+        module.fail_json(msg=missing_required_lib("kubernetes"), error_kind="dependency", exception=K8S_IMPORT_ERROR)
+    state = {"api": None, "run": None}
 
-    api = None
-    run = None
-    failure = None
-    try:
-        api = PodAPI(get_api_client(params), retries=params["retries"])
-        run = Validation(api, params["pod_template"], namespace=params["namespace"], nodes=params["nodes"],
-                         node_selector=params["node_selector"], create_namespace=params["create_namespace"],
-                         expected_log=params["expected_log"], timeout=params["timeout"],
-                         unschedulable_timeout=params["unschedulable_timeout"],
-                         poll_interval=params["poll_interval"], record=params["record"],
-                         revision=params["revision"])
+    def progress():
+        """What the run did so far: whether it changed anything, its requests, its nodes and diff."""
+        api, run = state["api"], state["run"]
+        result = dict(changed=run.changed if run else False, api_requests=api.counts if api else {})
+        if run is not None and run.node_names:
+            result["nodes"] = run.node_names
+        if run is not None and module._diff and run.diff is not None:
+            result["diff"] = run.diff
+        return result
+
+    def work(module):
+        params = module.params
+        error = check_options(params)
+        if error:
+            raise InputError(error)
+        api = state["api"] = PodAPI(get_api_client(params), retries=params["retries"])
+        run = state["run"] = Validation(
+            api, params["pod_template"], namespace=params["namespace"], nodes=params["nodes"],
+            node_selector=params["node_selector"], create_namespace=params["create_namespace"],
+            expected_log=params["expected_log"], timeout=params["timeout"],
+            unschedulable_timeout=params["unschedulable_timeout"], poll_interval=params["poll_interval"],
+            record=params["record"], revision=params["revision"])
         results = run.run(check_mode=module.check_mode)
-    except (ValidationError, K8sError) as exc:
-        failure = dict(msg=error_text(exc))
-    except Exception as exc:  # noqa: BLE001 -- any other failure still ends as one message
-        failure = dict(msg="unexpected error: %s" % error_text(exc), exception=traceback.format_exc())
+        result = progress()
+        if module.check_mode:
+            result.update(msg="check mode: no pod run; the namespace %s %s" % (
+                params["namespace"], "would be created" if run.changed else "exists"), results=[])
+            return result
+        failed = failure_message(results)
+        result.update(results=results, passed=not failed, msg=failed or success_message(results))
+        if failed and params["fail_on_failure"]:
+            # the nodes failed, not the run: the result carries every node's outcome
+            raise ValidationFailed(failed, **dict((k, v) for k, v in result.items() if k != "msg"))
+        return result
 
-    result = dict(changed=run.changed if run else False, api_requests=api.counts if api else {})
-    if run is not None and run.node_names:
-        result["nodes"] = run.node_names
-    if run is not None and module._diff and run.diff is not None:
-        result["diff"] = run.diff
-    # failures are reported outside the except blocks, so that a user-caused one carries no traceback
-    # of the module's own code (only an unexpected error does)
-    if failure:
-        result.update(failure)
-        module.fail_json(**result)
-    if module.check_mode:
-        module.exit_json(msg="check mode: no pod run; the namespace %s %s" % (
-            params["namespace"], "would be created" if run.changed else "exists"), results=[], **result)
-    failed = failure_message(results)
-    result.update(results=results, passed=not failed, msg=failed or success_message(results))
-    if failed and params["fail_on_failure"]:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    run_module(module, work, progress)
 
 
 if __name__ == "__main__":

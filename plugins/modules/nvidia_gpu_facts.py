@@ -290,6 +290,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, KubegpuError, run_module
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
     MIG_STRATEGIES,
     SHARING_STRATEGIES,
@@ -299,32 +300,19 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery impor
     discover_gpus,
     unusable_reason,
 )
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.host_facts import HostFactsError, gather_host_facts
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.host_facts import gather_host_facts
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            require=dict(type="bool", default=False),
-            mig_strategy=dict(type="str", default="none", choices=list(MIG_STRATEGIES)),
-            sharing_strategy=dict(type="str", default="none", choices=list(SHARING_STRATEGIES)),
-            replicas=dict(type="int", default=1),
-            gather_subset=dict(type="list", elements="str", default=[]),
-            gather_timeout=dict(type="int", default=10),
-        ),
-        supports_check_mode=True,
-    )
+def gather(module):
+    """The module's work: the facts, or a ``KubegpuError``."""
     params = module.params
     error = validate_label_options(params["mig_strategy"], params["sharing_strategy"], params["replicas"])
     if error:
-        module.fail_json(msg=error)
+        raise InputError(error)
 
     ansible_facts = {}
     if params["gather_subset"]:
-        try:
-            ansible_facts = gather_host_facts(module, params["gather_subset"], params["gather_timeout"])
-        except HostFactsError as exc:
-            module.fail_json(msg=str(exc))
+        ansible_facts = gather_host_facts(module, params["gather_subset"], params["gather_timeout"])
 
     def run_command(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
@@ -341,9 +329,24 @@ def main():
     if params["require"]:
         reason = unusable_reason(facts, warnings)
         if reason:
-            module.fail_json(msg=reason, ansible_facts={"nvidia_gpu": facts})
+            raise KubegpuError(reason, kind="runtime", ansible_facts={"nvidia_gpu": facts})
     ansible_facts["nvidia_gpu"] = facts
-    module.exit_json(changed=False, ansible_facts=ansible_facts)
+    return dict(changed=False, ansible_facts=ansible_facts)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            require=dict(type="bool", default=False),
+            mig_strategy=dict(type="str", default="none", choices=list(MIG_STRATEGIES)),
+            sharing_strategy=dict(type="str", default="none", choices=list(SHARING_STRATEGIES)),
+            replicas=dict(type="int", default=1),
+            gather_subset=dict(type="list", elements="str", default=[]),
+            gather_timeout=dict(type="int", default=10),
+        ),
+        supports_check_mode=True,
+    )
+    run_module(module, gather)
 
 
 if __name__ == "__main__":
