@@ -135,7 +135,9 @@ options:
     type: bool
     default: false
   retries:
-    description: How many times one API request is retried after a 429 or 5xx answer before the module fails.
+    description:
+      - How many times one API request is retried after a 429 or 5xx answer, a dropped connection or no answer
+        within O(request_timeout), before the module fails.
     type: int
     default: 5
   concurrency:
@@ -280,11 +282,12 @@ error_kind:
     - On failure, what failed, for a play that handles the failure itself (with C(failed_when) or
       C(ignore_errors)).
     - V(node_match) a requested host matches no Kubernetes node, or two hosts the same node (the API answered;
-      nothing was written); V(api) the API server could not be reached or refused a request (or the kubeconfig
-      could not be used); V(conflict) the API kept answering 409; V(timeout) a request ran out of time;
-      V(write) a node write failed (RV(nodes) has what was done); V(input) a label, taint or option the module
-      cannot use; V(dependency) the C(kubernetes) library is missing; V(bug) anything else, a defect of the
-      collection (the message names the exception; please report it).
+      nothing was written); V(api) the API server could not be reached or refused a request; V(conflict) the
+      API kept answering 409; V(timeout) the API server did not answer within O(request_timeout), retries
+      included; V(write) a node write failed (RV(nodes) has what was done); V(input) a label, taint, fact,
+      option or kubeconfig the module cannot use (nothing was sent); V(dependency) the C(kubernetes) library
+      is missing; V(bug) anything else, a defect of the collection (the message names the exception; please
+      report it).
   returned: failure (except Ansible's own argument errors)
   type: str
   sample: node_match
@@ -303,11 +306,12 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARG_SPEC, HAS_KUBERNETES, K8S_IMPORT_ERROR, NodeAPI, get_api_client)
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import (
-    apply_nodes, normalise_labels, normalise_taint)
+    NodeLabelError, apply_nodes, check_requests, facts_problems, normalise_labels, normalise_taint)
 
 
 def labels_from_facts(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
-    """GFD labels plus ``accelerator=nvidia-<model>`` from ``nvidia_gpu`` facts."""
+    """GFD labels plus ``accelerator=nvidia-<model>`` from ``nvidia_gpu`` facts (of the shape ``facts_problems``
+    accepts)."""
     if not facts:
         return {}
     if isinstance(facts.get("nvidia_gpu"), dict):
@@ -321,26 +325,60 @@ def labels_from_facts(facts, mig_strategy="none", sharing_strategy="none", repli
     return labels
 
 
+def _taints(raw, where, node, problems):
+    """The normalised taints of ``raw``; the ones that cannot be read go to ``problems`` as ``(problem, node)``."""
+    taints = []
+    for index, taint in enumerate(raw or []):
+        try:
+            taints.append(normalise_taint(taint))
+        except NodeLabelError as exc:
+            problems.append(("%s[%d]: %s" % (where, index, exc.msg), node))
+    return taints
+
+
+def _facts_ok(facts, where, node, problems):
+    found = facts_problems(facts)
+    problems.extend(("%s.%s" % (where, problem) if not problem.startswith("must") else "%s %s" % (where, problem),
+                     node) for problem in found)
+    return not found
+
+
 def build_requests(params):
-    """One request dict (name, aliases, labels, taints) per node from the module's parameters."""
+    """``(requests, problems)``: one request dict (name, aliases, labels, taints) per node from the module's
+    parameters, and what is wrong with them (``[(problem, node)]``: facts of the wrong shape, taints that
+    cannot be read); ``apply_nodes`` adds the label and taint rules and fails before writing anything."""
     strategy = dict(mig_strategy=params["mig_strategy"], sharing_strategy=params["sharing_strategy"],
                     replicas=params["replicas"])
-    top_taints = [normalise_taint(t) for t in params["taints"] or []]
+    problems = []
+    top_taints = _taints(params["taints"], "taints", None, problems)
+    top_facts_ok = _facts_ok(params["facts"], "facts", None, problems)
+    top_labels = None
     items = params["nodes"] if params["nodes"] is not None else [{"name": params["node"]}]
     requests = []
-    for item in items:
-        facts = item.get("facts") if item.get("facts") is not None else params["facts"]
-        labels = labels_from_facts(facts, **strategy)
+    for position, item in enumerate(items):
+        name = item["name"]
+        where = "nodes[%d]" % position if params["nodes"] is not None else None
+        if item.get("facts") is not None:
+            facts = item["facts"]
+            ok = _facts_ok(facts, where + ".facts" if where else "facts", name, problems)
+            labels = labels_from_facts(facts, **strategy) if ok else {}
+        else:
+            if top_labels is None:
+                top_labels = labels_from_facts(params["facts"], **strategy) if top_facts_ok else {}
+            labels = dict(top_labels)
         labels.update(params["labels"] or {})
         labels.update(item.get("labels") or {})
-        taints = top_taints if item.get("taints") is None else [normalise_taint(t) for t in item["taints"]]
+        if item.get("taints") is None:
+            taints = top_taints
+        else:
+            taints = _taints(item["taints"], where + ".taints" if where else "taints", name, problems)
         requests.append({
-            "name": item["name"],
+            "name": name,
             "aliases": item.get("aliases") or [],
             "labels": normalise_labels(labels),
             "taints": taints,
         })
-    return requests
+    return requests, problems
 
 
 def compact_invocation(params):
@@ -397,12 +435,15 @@ def main():
             raise InputError(error)
         if params["concurrency"] < 1:
             raise InputError("concurrency must be 1 or more, not %d" % params["concurrency"])
-        requests = build_requests(params)
+        requests, problems = build_requests(params)
+        # every label and taint of the batch checked before the client is made and the first request
+        check_requests(requests, params["state"], problems)
         concurrency = params["concurrency"]
-        api = state["api"] = NodeAPI(get_api_client(params, pool_size=concurrency), retries=params["retries"])
+        api = state["api"] = NodeAPI(get_api_client(params, pool_size=concurrency), retries=params["retries"],
+                                     request_timeout=params["request_timeout"])
         results, diffs = apply_nodes(api, requests, state=params["state"], remove_stale=params["remove_stale"],
                                      check_mode=module.check_mode, concurrency=concurrency,
-                                     return_nodes=params["return_nodes"])
+                                     return_nodes=params["return_nodes"], checked=True)
         result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts,
                       invocation=invocation)
         if module._diff:
