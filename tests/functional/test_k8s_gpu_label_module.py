@@ -279,11 +279,28 @@ def test_node_found_by_internal_ip(kube, core, make_nodes):
     assert labels["accelerator"] == "nvidia-tesla-t4"
 
 
-def test_invalid_label_value_is_rejected_by_the_server(kube, core, make_nodes):
+def test_invalid_label_value_is_refused_before_any_request(kube, core, server, make_nodes):
     (name,) = make_nodes()
+    server.reset_counts()
     result = run_module(kube, {"node": name, "labels": {"example.com/zone": "-not valid-"}})
-    assert result.get("failed") is True
-    assert "rejected" in result["msg"] and name in result["msg"] and "422" in result["msg"]
+    assert result.get("failed") is True and result["error_kind"] == "input"
+    assert result["msg"] == ('invalid labels, taints or facts, nothing was written: node %s: label "example.com/zone" '
+                             'value "-not valid-": must be empty or consist of alphanumeric characters, \'-\', \'_\' '
+                             "or '.', starting and ending with an alphanumeric character" % name)
+    assert server.request_counts() == {}
+    labels, _taints = read(core, name)
+    assert "example.com/zone" not in labels
+
+
+def test_a_write_the_server_rejects_names_the_node(kube, core, server, make_nodes):
+    # what the module does not check itself (an admission webhook, a policy) the API answers 422
+    (name,) = make_nodes()
+    server.inject(method="PATCH", path_regex="/api/v1/nodes/%s$" % name, status=422, times=1,
+                  message='Node "%s" is invalid: metadata.labels: denied by policy' % name)
+    result = run_module(kube, {"node": name, "labels": {"example.com/zone": "eu"}})
+    assert result.get("failed") is True and result["error_kind"] == "write"
+    assert result["msg"].startswith("the API server rejected the labels or taints of node %s: patching node %s "
+                                    "failed: 422" % (name, name))
     labels, _taints = read(core, name)
     assert "example.com/zone" not in labels
 

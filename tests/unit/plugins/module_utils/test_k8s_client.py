@@ -468,3 +468,13 @@ def test_auth_options_take_the_kubernetes_core_environment_variables(monkeypatch
         "http://p:3128", "localhost", 2.5, False)
     assert kc.AUTH_ARG_SPEC["api_key"]["no_log"] is True
     assert kc.AUTH_ARG_SPEC["proxy_headers"]["options"]["proxy_basic_auth"]["no_log"] is True
+
+
+def test_the_action_group_holds_every_module_that_talks_to_the_api():
+    modules = os.path.join(ROOT, "plugins", "modules")
+    talking = sorted(name[:-3] for name in os.listdir(modules)
+                     if name.endswith(".py") and "AUTH_ARG_SPEC" in open(os.path.join(modules, name)).read())
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as handle:
+        group = yaml.safe_load(handle)["action_groups"]["k8s"]
+    assert talking and sorted(entry for entry in group if isinstance(entry, str)) == talking
+    assert {"metadata": {"extend_group": ["kubernetes.core.k8s"]}} in group
