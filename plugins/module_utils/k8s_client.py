@@ -324,6 +324,10 @@ def kubeconfig_for(doc, path, params):
     cert_file = _resolve_file(user, "client-certificate", base, path, user_what)
     key_file = _resolve_file(user, "client-key", base, path, user_what)
     _resolve_file(user, "tokenFile", base, path, user_what)
+    command = (user.get("exec") or {}).get("command") if isinstance(user.get("exec"), dict) else None
+    if isinstance(command, str) and os.sep in command and not os.path.isabs(command):
+        # as kubectl: an exec plugin's command with a path is relative to the kubeconfig's folder
+        user["exec"] = dict(user["exec"], command=os.path.join(base, command))
     cert_data = _decode_data(user, "client-certificate-data", path, user_what)
     key_data = _decode_data(user, "client-key-data", path, user_what)
     if (cert_file or cert_data) and not (key_file or key_data) or (key_file or key_data) and not (cert_file or cert_data):

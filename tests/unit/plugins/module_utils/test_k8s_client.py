@@ -478,3 +478,24 @@ def test_the_action_group_holds_every_module_that_talks_to_the_api():
         group = yaml.safe_load(handle)["action_groups"]["k8s"]
     assert talking and sorted(entry for entry in group if isinstance(entry, str)) == talking
     assert {"metadata": {"extend_group": ["kubernetes.core.k8s"]}} in group
+
+
+def test_an_exec_credential_plugin_runs_relative_to_the_kubeconfig(tmp_path):
+    # as EKS and GKE kubeconfigs authenticate: a command that prints an ExecCredential
+    os.makedirs(str(tmp_path / "conf" / "bin"))
+    plugin = tmp_path / "conf" / "bin" / "token.sh"
+    plugin.write_text('#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", '
+                      '"status": {"token": "from-exec"}}\'\n')
+    plugin.chmod(0o755)
+    path = tmp_path / "conf" / "kc"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": HOST}}],
+        "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                                  "command": "./bin/token.sh", "interactiveMode": "Never"}}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    cfg = kc.get_api_client(params(kubeconfig=str(path))).configuration
+    assert cfg.get_api_key_with_prefix("BearerToken", alias="authorization") == "Bearer from-exec"
+    # api_key replaces the plugin
+    cfg = kc.get_api_client(params(kubeconfig=str(path), api_key="given")).configuration
+    assert cfg.get_api_key_with_prefix("BearerToken", alias="authorization") == "Bearer given"
