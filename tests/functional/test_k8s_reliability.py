@@ -94,6 +94,13 @@ def bad_kubeconfig(srv, tmp_path, case_id):
     raise KeyError(case_id)
 
 
+def with_bad_kubeconfig(make_args, case_id):
+    """Args (a function of the server and tmp_path) with ``kubeconfig`` one of BAD_KUBECONFIGS."""
+    def args(srv, tmp_path):
+        return make_args(kubeconfig=bad_kubeconfig(srv, tmp_path, case_id))
+    return args
+
+
 def run_task(srv, tmp_path, module, args, env=None):
     """Run one task with ansible-playbook -vvv; returns (result of the task, everything printed)."""
     playbook = tmp_path / "play.yml"
@@ -155,8 +162,7 @@ LABEL_CASES = [
     ("facts-count-as-text", third_node(facts=dict(T4, count="1")), None, "input",
      'nodes[2].facts.count must be a whole number, not the string "1"'),
 ] + [
-    (case_id, (lambda case: lambda srv, tmp: label_args(kubeconfig=bad_kubeconfig(srv, tmp, case)))(case_id),
-     None, "input", message)
+    (case_id, with_bad_kubeconfig(label_args, case_id), None, "input", message)
     for case_id, _content, message in BAD_KUBECONFIGS
 ] + [
     ("kubeconfig-context-missing", label_args(context="production"), None, "input",
@@ -225,8 +231,7 @@ VALIDATE_CASES = [
     ("pod-template-without-labels", validate_args(pod_template={"spec": {}}), None, "input",
      "pod_template needs metadata.labels"),
 ] + [
-    (case_id, (lambda case: lambda srv, tmp: validate_args(kubeconfig=bad_kubeconfig(srv, tmp, case)))(case_id),
-     None, "input", message)
+    (case_id, with_bad_kubeconfig(validate_args, case_id), None, "input", message)
     for case_id, _content, message in BAD_KUBECONFIGS
 ] + [
     ("kubeconfig-context-missing", validate_args(context="production"), None, "input", "has no context production"),

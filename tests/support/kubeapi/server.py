@@ -31,6 +31,8 @@ PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
 PLAIN_HTTP_ON_TLS_ANSWER = (b"HTTP/1.0 400 Bad Request\r\n\r\n"
                             b"Client sent an HTTP request to an HTTPS server.\n")
 ADMIN_GROUP = "system:masters"
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+READ_VERBS = ("get", "list", "watch")
 
 
 class _NoAnswer(Exception):
@@ -39,8 +41,6 @@ class _NoAnswer(Exception):
 
 class _PlainHTTP(Exception):
     """Plain HTTP on the TLS port: answered 400 and closed, as Go's net/http does."""
-WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
-READ_VERBS = ("get", "list", "watch")
 
 
 class Fault:
