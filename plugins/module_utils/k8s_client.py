@@ -194,7 +194,8 @@ def read_kubeconfig(path):
         raise InputError("kubeconfig %s is not a text file (not UTF-8 at byte %d): is it the right file?"
                          % (path, exc.start))
     try:
-        doc = yaml.safe_load(text)
+        # libyaml's safe loader when there is one (ten times faster: the module runs once per task)
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # nosec: a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark is not None else ""
