@@ -677,8 +677,6 @@ def test_no_runtime_class_when_nvidia_is_the_default_runtime():
     assert "runtimeClassName" not in by_kind(objects, "DaemonSet")["spec"]["template"]["spec"]
 
 
-
-
 def test_quotas_priority_class_resources_and_extra_tolerations():
     objects = role_render.manifests(VARIABLE_SETS["quotas-and-priority"])
     quotas = [o for o in objects if o["kind"] == "ResourceQuota"]

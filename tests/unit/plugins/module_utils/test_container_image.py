@@ -42,14 +42,14 @@ def test_valid_references(registry, repository, tag, digest, expected):
 
 
 @pytest.mark.parametrize("registry, repository, tag, digest, message", [
-    ("https://nvcr.io", "nvidia/k8s-device-plugin", "v1", "", "img_registry 'https://nvcr.io' is a host with an "
-                                                               "optional port, without a scheme"),
+    ("https://nvcr.io", "nvidia/k8s-device-plugin", "v1", "",
+     "img_registry 'https://nvcr.io' is a host with an optional port, without a scheme"),
     ("nvcr.io/", "nvidia/x", "v1", "", "img_registry 'nvcr.io/' is not a registry host[:port]"),
     ("-bad.io", "x", "v1", "", "img_registry '-bad.io' is not a registry host[:port]"),
     ("nvcr.io", "", "v1", "", "img_repository is empty"),
     # "Uppercase:tag", "test:5000/Uppercase/lowercase:tag": uppercase in the name
-    ("test:5000", "Uppercase/lowercase", "tag", "", "img_repository 'Uppercase/lowercase' has the component "
-                                                     "'Uppercase'"),
+    ("test:5000", "Uppercase/lowercase", "tag", "",
+     "img_repository 'Uppercase/lowercase' has the component 'Uppercase'"),
     # "aa/asdf$$^/aa"
     ("", "aa/asdf$$^/aa", "tag", "", "has the component 'asdf$$^'"),
     ("", "a//b", "tag", "", "has the component ''"),
