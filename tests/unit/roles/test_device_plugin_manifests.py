@@ -481,6 +481,23 @@ def test_mps_with_mig_strategy_mixed_is_refused_in_one_message(variables, refuse
                      "or mig_strategy none or single on GPUs with MIG off" % ", ".join(refused)]
 
 
+@pytest.mark.parametrize("variables, message", [
+    ({"k8s_device_plugin_mps_root": "run/nvidia/mps"}, 'k8s_device_plugin_mps_root "run/nvidia/mps" is not an absolute path'),
+    ({"k8s_device_plugin_mps_root": "/"}, 'k8s_device_plugin_mps_root "/" is not an absolute path'),
+    ({"k8s_device_plugin_mps_root": "/run/my mps"}, 'k8s_device_plugin_mps_root "/run/my mps" is not an absolute path'),
+    ({"k8s_device_plugin_mps_root": "/var/run/mps"}, None),
+    ({"k8s_device_plugin_gfd_enabled": True, "k8s_device_plugin_gfd_run_as_user": -1},
+     "k8s_device_plugin_gfd_run_as_user -1 is not a user ID (0 for root, or above)"),
+    ({"k8s_device_plugin_gfd_enabled": True, "k8s_device_plugin_gfd_run_as_user": 0}, None),
+])
+def test_mps_root_and_gfd_user_are_checked(variables, message):
+    found = problems(dict({"k8s_device_plugin_sharing_strategy": "mps", "k8s_device_plugin_replicas": 2}, **variables))
+    assert found == ([message] if message else [])
+    # the MPS root matters only with MPS
+    if "k8s_device_plugin_mps_root" in variables:
+        assert problems(variables) == []
+
+
 def test_problems_of_both_kinds_are_reported_together():
     found = problems({"k8s_device_plugin_image_digest": "sha256:1", "k8s_device_plugin_sharing_strategy": "mps",
                       "k8s_device_plugin_replicas": 2, "k8s_device_plugin_mig_strategy": "mixed"})
