@@ -82,7 +82,7 @@ class FakeModule:
     def backup_local(self, path):
         return None
 
-    def run_command(self, argv):
+    def run_command(self, argv, **kwargs):
         return 0, "", ""
 
 

@@ -228,9 +228,10 @@ checksums:
 
 import hashlib
 import os
+import subprocess
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.common.text.converters import to_bytes
+from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import (
     containerd_config,
@@ -239,9 +240,11 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils import (
 )
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.config_file import (
     ConfigFileError,
+    find_command,
     make_diff,
     read_text,
     remove_file,
+    same_file,
     write_file,
 )
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import run_module
@@ -251,6 +254,14 @@ DEFAULT_PATHS = {
     "docker": docker_config.DEFAULT_PATH,
     "crio": crio_config.DEFAULT_PATH,
 }
+DEFAULT_RUNTIME_NAME = "nvidia"
+DEFAULT_RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
+# The binary of each nvidia-container-runtime mode, as nvidia-ctk-installer names them
+# (cmd/nvidia-ctk-installer/container/operator/operator.go).
+MODE_BINARIES = {None: DEFAULT_RUNTIME_PATH, "auto": DEFAULT_RUNTIME_PATH,
+                 "cdi": DEFAULT_RUNTIME_PATH + ".cdi", "legacy": DEFAULT_RUNTIME_PATH + ".legacy"}
+CONFIG_COMMANDS = {"containerd": "containerd --config %s config dump", "crio": "crio status config"}
+CONFIG_COMMAND_TIMEOUT = 60
 
 NEW_FILE_MODE = 0o644
 
@@ -258,11 +269,12 @@ NEW_FILE_MODE = 0o644
 class Change:
     """One file's planned change: path, old text (None: absent), new text (None: remove)."""
 
-    def __init__(self, path, before, after, mode=NEW_FILE_MODE):
+    def __init__(self, path, before, after, mode=NEW_FILE_MODE, backup_dir=None):
         self.path = path
         self.before = before
         self.after = after
         self.mode = mode
+        self.backup_dir = backup_dir
 
     @property
     def changed(self):
@@ -274,14 +286,84 @@ class Change:
         return None if self.after is None else hashlib.sha256(to_bytes(self.after)).hexdigest()
 
 
-def plan_containerd(params, path):
+def managed_runtimes(params):
+    """The runtimes this run manages, as a list of Runtime, from ``runtimes`` or the single-runtime options."""
+    runtime = params["runtime"]
+    check_name = {"docker": docker_config.check_name, "crio": crio_config.check_name}.get(
+        runtime, containerd_config.check_name)
+    if params["runtimes"] is not None:
+        if params["set_as_default"]:
+            raise ConfigFileError("set_as_default applies to runtime_name; with runtimes, mark one entry default: true")
+        if not params["runtimes"]:
+            raise ConfigFileError("runtimes must name at least one runtime")
+        items = []
+        for entry in params["runtimes"]:
+            path = entry["path"] if entry["path"] is not None else MODE_BINARIES[entry["mode"]]
+            items.append(containerd_config.runtime(entry["name"], path, entry["default"], entry["mode"]))
+    else:
+        name = params["runtime_name"]
+        if name is not None and not name.strip():
+            raise ConfigFileError("runtime_name must not be empty")
+        path = params["runtime_path"]
+        items = [containerd_config.runtime(name if name is not None else DEFAULT_RUNTIME_NAME,
+                                           path if path is not None else DEFAULT_RUNTIME_PATH,
+                                           params["set_as_default"])]
+    seen = set()
+    for item in items:
+        check_name(item.name)
+        if item.name in seen:
+            raise ConfigFileError("runtime %s appears twice in runtimes: each name once" % containerd_config.show(item.name))
+        seen.add(item.name)
+        if params["state"] == "present":
+            containerd_config.check_path(item.path, item.name)
+    defaults = [item.name for item in items if item.default]
+    if len(defaults) > 1:
+        raise ConfigFileError("runtimes %s are all marked default: at most one runtime can be the default"
+                              % ", ".join(containerd_config.show(n) for n in defaults))
+    return items
+
+
+def effective_config(module, params, path):
+    """containerd's or CRI-O's own view of its configuration (config_source=command), parsed; None
+    (with a warning) when the command is missing or fails: the files are read instead."""
+    if params["config_source"] != "command":
+        return None
+    command = params["config_command"] or CONFIG_COMMANDS[params["runtime"]]
+    argv = [part.replace("%s", path or "") for part in command.split()]
+    binary = find_command(argv[0])
+    fallback = "; runtime options are taken from the files instead"
+    if binary is None:
+        module.warn("config_source=command: %s is not installed or not on PATH%s" % (argv[0], fallback))
+        return None
+    argv[0] = binary
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=CONFIG_COMMAND_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        module.warn("config_source=command: %s did not answer within %d s%s"
+                    % (" ".join(argv), CONFIG_COMMAND_TIMEOUT, fallback))
+        return None
+    except OSError as exc:
+        module.warn("config_source=command: %s could not run (%s)%s" % (" ".join(argv), exc.strerror, fallback))
+        return None
+    if proc.returncode != 0:
+        reason = to_text(proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        module.warn("config_source=command: %s failed (rc=%d: %s)%s"
+                    % (" ".join(argv), proc.returncode, reason[0], fallback))
+        return None
+    try:
+        return containerd_config.load(to_text(proc.stdout), "the output of %s" % " ".join(argv))
+    except ConfigFileError as exc:
+        module.warn("config_source=command: %s%s" % (exc.msg, fallback))
+        return None
+
+
+def plan_containerd(module, params, path, runtimes):
     """Work out the changes for containerd. Returns (changes, result fields)."""
     flavor = params["flavor"]
     if flavor == "auto":
         flavor = containerd_config.detect_flavor(path)
-    common = dict(runtime_name=params["runtime_name"], runtime_path=params["runtime_path"],
-                  set_as_default=params["set_as_default"], cdi=params["cdi"])
     fields = {"flavor": flavor}
+    info = {}
     if flavor in ("k3s", "rke2"):
         if params["mode"] == "drop_in":
             raise ConfigFileError("mode=drop_in is not available for %s; it reads config.toml.tmpl only" % flavor)
@@ -298,43 +380,62 @@ def plan_containerd(params, path):
             start = reference
             if reference is not None:
                 mode = os.stat(generated).st_mode & 0o7777
+        effective = effective_config(module, params, generated) if reference is not None else None
         after, version = containerd_config.edit_text(
-            start, template, params["state"], reference_text=reference, reference_path=generated, **common)
+            start, template, params["state"], runtimes, cdi=params["cdi"], reference_text=reference,
+            reference_path=generated, effective=effective, info=info)
         if before is None and params["state"] == "absent":
             after = None
-        fields.update(config_version=version, path=template)
+        fields.update(config_version=version, path=template, options_source=info.get("options_source"),
+                      config_source="command" if effective is not None else "file")
         return [Change(template, before, after, mode)], fields
 
     main_before = read_text(path)
-    fields["path"] = path
+    effective = effective_config(module, params, path) if main_before is not None else None
+    fields.update(path=path, config_source="command" if effective is not None else "file")
     if params["mode"] == "in_place":
-        after, version = containerd_config.edit_text(main_before, path, params["state"], **common)
-        fields["config_version"] = version
+        after, version = containerd_config.edit_text(main_before, path, params["state"], runtimes,
+                                                     cdi=params["cdi"], effective=effective, info=info)
+        fields.update(config_version=version, options_source=info.get("options_source"))
         return [Change(path, main_before, after)], fields
 
     drop_path = params["drop_in_path"]
+    if same_file(drop_path, path):
+        raise ConfigFileError("drop_in_path %s is the main configuration %s itself: the drop-in must be another file "
+                              "(default %s)" % (drop_path, path, containerd_config.DEFAULT_DROP_IN))
     drop_before = read_text(drop_path)
     main_after, drop_after, version = containerd_config.edit_drop_in(
-        main_before, path, drop_before, drop_path, params["state"], **common)
-    fields.update(config_version=version, drop_in_path=drop_path)
+        main_before, path, drop_before, drop_path, params["state"], runtimes, cdi=params["cdi"],
+        effective=effective, info=info)
+    fields.update(config_version=version, drop_in_path=drop_path, options_source=info.get("options_source"))
     # the drop-in goes first so that the main file never imports a missing runtime
     return [Change(drop_path, drop_before, drop_after), Change(path, main_before, main_after)], fields
 
 
-def plan(params):
+def plan(module, params, runtimes):
     runtime = params["runtime"]
     path = params["path"]
     if runtime == "containerd":
-        return plan_containerd(params, path)
+        return plan_containerd(module, params, path, runtimes)
     path = path or DEFAULT_PATHS[runtime]
-    before = read_text(path)
+    fields = {"path": path, "flavor": None, "config_version": None, "options_source": None,
+              "config_source": "file"}
     if runtime == "docker":
-        after = docker_config.edit_text(before, path, params["state"], params["runtime_name"],
-                                        params["runtime_path"], params["set_as_default"], params["cdi"])
-    else:
-        after = crio_config.edit_text(before, path, params["state"], params["runtime_name"],
-                                      params["runtime_path"], params["set_as_default"])
-    return [Change(path, before, after)], {"path": path, "flavor": None, "config_version": None}
+        if params["config_source"] == "command":
+            module.warn("config_source=command does not apply to Docker: daemon.json is its whole configuration")
+        before = read_text(path)
+        after = docker_config.edit_text(before, path, params["state"], runtimes, cdi=params["cdi"])
+        return [Change(path, before, after)], fields
+    crio_config.check_path(path)
+    before = read_text(path)
+    info = {}
+    effective = effective_config(module, params, path) if params["state"] == "present" else None
+    after = crio_config.edit_text(before, path, params["state"], runtimes, effective=effective, info=info)
+    fields.update(options_source=info.get("options_source"),
+                  config_source="command" if effective is not None else "file")
+    # CRI-O reads every file under crio.conf.d: a backup there would be loaded after the drop-in
+    backup_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    return [Change(path, before, after, backup_dir=backup_dir)], fields
 
 
 def apply_changes(module, changes):
@@ -347,10 +448,10 @@ def apply_changes(module, changes):
             if not change.changed:
                 continue
             if change.after is None:
-                backup = remove_file(module, change.path, params["backup"])
+                backup = remove_file(module, change.path, params["backup"], backup_dir=change.backup_dir)
             else:
                 backup = write_file(module, change.path, change.after, validate=params["validate"],
-                                    backup=params["backup"], mode=change.mode)
+                                    backup=params["backup"], mode=change.mode, backup_dir=change.backup_dir)
             done.append(change)
             if backup:
                 backups[change.path] = backup
@@ -366,8 +467,7 @@ def apply_changes(module, changes):
 
 def run(module):
     params = module.params
-    if not params["runtime_name"] or not params["runtime_name"].strip():
-        raise ConfigFileError("runtime_name must not be empty")
+    runtimes = managed_runtimes(params)
     if params["runtime"] == "containerd" and not params["path"] and params["flavor"] in ("auto", "containerd"):
         if params["flavor"] == "auto":
             flavor = containerd_config.detect_flavor()
@@ -375,10 +475,11 @@ def run(module):
                 params["flavor"] = flavor
         if params["flavor"] in ("auto", "containerd"):
             params["path"] = containerd_config.DEFAULT_PATH
-    changes, fields = plan(params)
+    changes, fields = plan(module, params, runtimes)
     changed = any(c.changed for c in changes)
     result = dict(changed=changed, restart_required=changed)
     result.update(fields)
+    result["runtimes"] = [dict(name=r.name, path=r.path, mode=r.mode, default=r.default) for r in runtimes]
     result["checksums"] = dict((c.path, c.checksum) for c in changes)
     if module._diff and changed:
         diffs = [make_diff(c.path, c.before, c.after) for c in changes if c.changed]
@@ -399,14 +500,23 @@ def main():
             mode=dict(type="str", default="in_place", choices=["in_place", "drop_in"]),
             drop_in_path=dict(type="path", default=containerd_config.DEFAULT_DROP_IN),
             flavor=dict(type="str", default="auto", choices=["auto", "containerd", "k3s", "rke2"]),
-            runtime_name=dict(type="str", default="nvidia"),
-            runtime_path=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
+            runtime_name=dict(type="str"),
+            runtime_path=dict(type="path"),
+            runtimes=dict(type="list", elements="dict", options=dict(
+                name=dict(type="str", required=True),
+                path=dict(type="path"),
+                mode=dict(type="str", choices=["auto", "cdi", "legacy"]),
+                default=dict(type="bool", default=False),
+            )),
             set_as_default=dict(type="bool", default=False),
             cdi=dict(type="bool"),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             backup=dict(type="bool", default=False),
             validate=dict(type="str"),
+            config_source=dict(type="str", default="file", choices=["file", "command"]),
+            config_command=dict(type="str"),
         ),
+        mutually_exclusive=[("runtimes", "runtime_name"), ("runtimes", "runtime_path")],
         supports_check_mode=True,
     )
     if module.params["runtime"] in ("containerd", "crio") and not containerd_config.HAS_TOMLKIT:

@@ -103,8 +103,13 @@ def test_parse_error_position(text, line, col):
     assert err.value.msg.startswith("/etc/docker/daemon.json is not valid JSON: line %d, column %d" % (line, col))
 
 
-@pytest.mark.parametrize("text,match", [("[]", "JSON object"), ('{"runtimes": []}', "not an object"),
-                                        ('{"features": 1}', "not an object")])
+@pytest.mark.parametrize("text,match", [
+    ("[]", "^f: expected a JSON object at the top level, found an array$"),
+    ('{"runtimes": []}', "^f: runtimes must be an object, found an array$"),
+    ('{"features": 1}', "^f: features must be an object, found a number$"),
+    ('{"default-runtime": 1}', "^f: default-runtime must be a string, found a number$"),
+    ('{"runtimes": {"nvidia": "x"}}', "^f: runtimes.nvidia must be an object, found a string$"),
+])
 def test_wrong_shapes(text, match):
     with pytest.raises(ConfigFileError, match=match):
         dc.edit_text(text, "f", "present", "nvidia", NV, cdi=True)
