@@ -135,7 +135,8 @@ def _ensure_parent(path, mode=0o755):
 def find_command(name):
     """The executable ``name`` (a path, or looked up on PATH and the sbin directories); None when missing."""
     if os.sep in name:
-        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+        executable = os.path.isfile(name) and os.stat(name).st_mode & 0o111 and os.access(name, os.X_OK)
+        return name if executable else None
     search = os.environ.get("PATH", os.defpath).split(os.pathsep) + ["/usr/local/sbin", "/usr/sbin", "/sbin"]
     return shutil.which(name, path=os.pathsep.join(search))
 

@@ -8,8 +8,8 @@
 Every edit goes in three steps:
 
 1. ``plan_present`` / ``plan_absent`` decide, on the file's plain data, what must change: a short
-   list of operations (set this key, delete that one). No operation means nothing to do, which is
-   also the no-change check (``is_configured``) on the standard library's fast parser.
+   list of operations (set this key, delete that one). No operation means nothing to do: the
+   no-change path parses with the standard library's fast parser only and never loads tomlkit's.
 2. The operations are applied to the tomlkit document, so comments, key order and formatting of
    everything else survive byte for byte; the same operations applied to the plain data give the
    configuration the file must load as.
@@ -101,7 +101,7 @@ def check_name(name, what="containerd"):
     """ConfigFileError unless ``name`` can name a CRI runtime (containerd or CRI-O)."""
     if not isinstance(name, str) or not name:
         raise ConfigFileError("runtime name must not be empty")
-    if len(name) > 63 or not _DNS_LABEL.match(name):
+    if len(name) > 63 or not _DNS_LABEL.fullmatch(name):
         raise ConfigFileError("runtime name %s is not valid for %s: %s" % (show(name), what, NAME_RULE))
 
 
@@ -188,7 +188,7 @@ def plain(value):
 
 def quote_key(key):
     """One TOML key: bare when it can be, else a basic string with every escape TOML needs."""
-    if _BARE_KEY.match(key):
+    if _BARE_KEY.fullmatch(key):
         return key
     out = []
     for char in key:
@@ -202,8 +202,6 @@ def quote_key(key):
             out.append(char)
     return '"%s"' % "".join(out)
 
-
-_quote_key = quote_key
 
 
 def dotted(keys):
@@ -270,8 +268,6 @@ def get(data, keys, default=None):
         data = data[key]
     return data
 
-
-_get = get
 
 
 def _kind(value):
@@ -806,26 +802,6 @@ def edit_text(text, path, state, runtimes, runtime_path=None, set_as_default=Fal
     return unmask_template(new_text, saved), version
 
 
-def is_configured(text, state, runtimes, runtime_path=None, set_as_default=False, cdi=None):
-    """Cheap check with the standard library's parser: (True, version) when editing would
-    change nothing, (False, version) when it would, None when it cannot tell."""
-    if tomllib is None:
-        return None
-    try:
-        data = tomllib.loads(text)
-        version = config_version(data)
-        check_shape(data, "config", version)
-    except (tomllib.TOMLDecodeError, ConfigFileError):
-        return None  # the full path explains it
-    runtimes = as_runtimes(runtimes, runtime_path, set_as_default)
-    names = [r.name for r in runtimes]
-    if state == "present":
-        ops = plan_present(data, version, runtimes, cdi, resolve_source(version, data, names)[1])
-    else:
-        ops = plan_absent(data, version, names)
-    return not ops, version
-
-
 # ---------------------------------------------------------------- drop-in mode
 
 def import_pattern(drop_in_path):
@@ -954,22 +930,6 @@ def edit_drop_in(main_text, main_path, drop_in_text, drop_in_path, state, runtim
     if old_drop is not None and old_drop == drop:
         return new_main, drop_in_text, version
     return new_main, render_drop_in(drop), version
-
-
-def drop_in_runtimes(drop_in_text, drop_in_path):
-    """Names of the runtimes a drop-in holds (for messages and results)."""
-    data = load(drop_in_text or "", drop_in_path)
-    for version in (3, 2):
-        runtimes = get(data, ("plugins", CRI_PLUGIN[version], "containerd", "runtimes"))
-        if isinstance(runtimes, Mapping):
-            return sorted(runtimes)
-    return []
-
-
-def effective_cri(effective):
-    """The CRI runtime table of a ``containerd config dump`` (2.x dumps version 3 for any input)."""
-    plugins = (effective or {}).get("plugins") or {}
-    return plugins.get(CRI_PLUGIN[3]) or plugins.get(CRI_PLUGIN[2]) or {}
 
 
 # ---------------------------------------------------------------- flavors

@@ -32,7 +32,7 @@ def check_name(name):
     """ConfigFileError unless ``name`` can name a Docker runtime."""
     if not isinstance(name, str) or not name:
         raise ConfigFileError("runtime name must not be empty")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ConfigFileError(
             "runtime name %s is not valid for Docker: letters, digits, '_', '.' and '-', starting with a letter "
             "or digit (Docker's name rule)" % cc.show(name))
