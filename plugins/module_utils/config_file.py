@@ -18,9 +18,11 @@ __metaclass__ = type
 
 import errno
 import os
+import re
 import shlex
 import shutil
 import tempfile
+import time
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 
@@ -28,6 +30,15 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import Kubeg
 
 # How many links ``resolve`` follows before it calls the chain a loop (Linux's own limit is 40).
 MAX_LINKS = 40
+
+# Settings whose values are credentials (containerd registry auth, tokens), in TOML or JSON, and
+# passwords in URLs: the diff shows them masked.
+SECRET_KEYS = ("password", "auth", "identitytoken", "token", "secret")
+_SECRET_VALUE = re.compile(
+    r"""(?P<key>(?:"|')?\b(?:%s)\b(?:"|')?\s*[=:]\s*)(?P<value>"(?:[^"\\\n]|\\.)*"|'[^'\n]*')""" % "|".join(SECRET_KEYS),
+    re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(?P<user>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@\"']+:)[^/\s@\"']+@")
+MASK = "********"
 
 # Why a rename onto a file fails, in the words a user can act on.
 _REPLACE_REASONS = {
@@ -112,11 +123,19 @@ def read_text(path):
         raise ConfigFileError("cannot read %s: not UTF-8 text (byte %d)" % (path, exc.start))
 
 
+def mask_secrets(text):
+    """``text`` with the values of credential settings (SECRET_KEYS) and passwords in URLs masked."""
+    if not text:
+        return text
+    text = _SECRET_VALUE.sub(lambda m: m.group("key") + m.group("value")[0] + MASK + m.group("value")[0], text)
+    return _URL_PASSWORD.sub(lambda m: m.group("user") + MASK + "@", text)
+
+
 def make_diff(path, before, after):
-    """Ansible diff dict for one file (``before`` None means the file is new)."""
+    """Ansible diff dict for one file (``before`` None means the file is new); credentials are masked."""
     return {
-        "before": before or "",
-        "after": after or "",
+        "before": mask_secrets(before or ""),
+        "after": mask_secrets(after or ""),
         "before_header": path if before is not None else "%s (absent)" % path,
         "after_header": path if after is not None else "%s (absent)" % path,
     }
@@ -158,10 +177,10 @@ def _run_validate(module, validate, tmp_path, path):
     except OSError as exc:  # ansible-core fails the module itself unless run_command is told otherwise
         raise ConfigFileError("validate command for %s could not run: %s" % (path, _os_reason(exc)), kind="runtime")
     if rc != 0:
-        output = "\n".join(x for x in (to_text(out).strip(), to_text(err).strip()) if x)
+        output = mask_secrets("\n".join(x for x in (to_text(out).strip(), to_text(err).strip()) if x))
         raise ConfigFileError(
             "validate command failed for %s (rc=%d), file left unchanged: %s" % (path, rc, output or "(no output)"),
-            rc=rc, stdout=to_text(out), stderr=to_text(err), cmd=argv,
+            rc=rc, stdout=mask_secrets(to_text(out)), stderr=mask_secrets(to_text(err)), cmd=argv,
         )
 
 
@@ -224,7 +243,12 @@ def write_file(module, path, text, validate=None, backup=False, mode=None, backu
             _run_validate(module, validate, tmp_path, path)
         if backup and existed:
             backup_file = make_backup(module, target, backup_dir)
-        _replace(module, tmp_path, target, path)
+        try:
+            _replace(module, tmp_path, target, path)
+        except ConfigFileError:
+            if backup_file and os.path.exists(backup_file):
+                os.unlink(backup_file)  # the file stays as it was: no backup of it either
+            raise
         tmp_path = None
         if not existed and mode is not None:
             os.chmod(target, mode)
@@ -235,17 +259,16 @@ def write_file(module, path, text, validate=None, backup=False, mode=None, backu
 
 
 def make_backup(module, path, backup_dir=None):
-    """``module.backup_local``; with ``backup_dir``, the backup is moved there. Returns its name."""
-    backup_file = module.backup_local(path)
-    if backup_file and backup_dir:
-        moved = os.path.join(backup_dir, os.path.basename(backup_file))
-        try:
-            os.rename(backup_file, moved)
-        except OSError as exc:
-            os.unlink(backup_file)
-            raise ConfigFileError("cannot keep the backup of %s in %s: %s" % (path, backup_dir, _os_reason(exc)),
-                                  kind="runtime")
-        backup_file = moved
+    """``module.backup_local``; with ``backup_dir``, the same timestamped copy is made there instead."""
+    if not backup_dir:
+        return module.backup_local(path)
+    backup_file = os.path.join(backup_dir, "%s.%s.%s~" % (
+        os.path.basename(path), os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S", time.localtime())))
+    try:
+        module.preserved_copy(path, backup_file)
+    except (IOError, OSError) as exc:
+        raise ConfigFileError("cannot keep the backup of %s in %s: %s" % (path, backup_dir, _os_reason(exc)),
+                              kind="runtime")
     return backup_file
 
 
