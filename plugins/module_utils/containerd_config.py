@@ -203,7 +203,6 @@ def quote_key(key):
     return '"%s"' % "".join(out)
 
 
-
 def dotted(keys):
     """``plugins."io.containerd.grpc.v1.cri".containerd``: a key path as TOML writes it."""
     return ".".join(quote_key(k) for k in keys)
@@ -267,7 +266,6 @@ def get(data, keys, default=None):
             return default
         data = data[key]
     return data
-
 
 
 def _kind(value):

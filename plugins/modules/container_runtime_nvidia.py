@@ -11,22 +11,30 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: container_runtime_nvidia
-short_description: Configure containerd, Docker or CRI-O to know the NVIDIA container runtime
+short_description: Configure containerd, Docker or CRI-O to know the NVIDIA container runtimes
 version_added: 1.0.0
 description:
-  - Adds the NVIDIA container runtime to the configuration of containerd (config versions 1, 2 and 3),
-    Docker (C(daemon.json)) or CRI-O (a drop-in file), optionally as the default runtime and with CDI enabled,
-    or removes it again. It does what C(nvidia-ctk runtime configure) does, and also keeps a backup on request,
-    keeps comments and formatting of TOML files, edits the templates of k3s and RKE2, and is idempotent.
-  - "containerd: the new runtime starts as a copy of the default runtime's table (when that is a runc shim),
-    else of C(runc), else of C(crun), so C(SystemdCgroup) and other options carry over; then
-    C(runtime_type = io.containerd.runc.v2) and C(options.BinaryName) are set. When our runtime already exists,
-    only C(runtime_type) and C(options.BinaryName) are enforced, and C(SystemdCgroup) is added from the source
-    runtime when it is missing."
-  - "Docker: C(runtimes.<runtime_name>) is merged into C(daemon.json); every other key and runtime is kept, and the
+  - Adds NVIDIA container runtimes to the configuration of containerd (config versions 1, 2 and 3),
+    Docker (C(daemon.json)) or CRI-O (a drop-in file), optionally one of them as the default runtime and with CDI
+    enabled, or removes them again. It does what C(nvidia-ctk runtime configure) and C(nvidia-ctk-installer) do,
+    and also keeps a backup on request, keeps comments and formatting of TOML files, edits the templates of k3s and
+    RKE2, edits through symbolic links, and is idempotent.
+  - "One run manages one runtime (O(runtime_name), O(runtime_path)) or several together (O(runtimes), for example
+    C(nvidia), C(nvidia-cdi) and C(nvidia-legacy) as the GPU Operator configures them). A run never removes a
+    runtime it does not manage: runtimes another run (or a person) added, also in the same drop-in, stay."
+  - "containerd: a new runtime starts as a copy of the default runtime's table when that runtime is runc-compatible
+    (type C(io.containerd.runc.v2), C(io.containerd.runtime.v1.linux) or empty) and not an NVIDIA runtime, else of
+    C(runc), else of C(crun), so C(SystemdCgroup) and other options carry over (RV(options_source) says which);
+    then C(runtime_type = io.containerd.runc.v2) and C(options.BinaryName) are set (config version 1: also
+    C(options.Runtime)). When the runtime already exists, only those keys are enforced, and C(SystemdCgroup) is
+    added from the source runtime when it is missing."
+  - "containerd: every valid TOML spelling of the file (tables, dotted keys, inline tables, tables out of order) is
+    edited to the same configuration; the result is parsed again and must load exactly as planned, else the module
+    fails and the file stays as it was."
+  - "Docker: C(runtimes.<name>) is merged into C(daemon.json); every other key and runtime is kept, and the
     file's indentation is kept."
-  - "CRI-O: the drop-in file belongs to this module and is written whole; the runtime copies the options of
-    CRI-O's default runtime found in C(crio.conf) and the other drop-ins of the same directory."
+  - "CRI-O: the drop-in file belongs to this module and is written whole; new runtimes copy the options of
+    CRI-O's default runtime found in C(crio.conf) and the files of the drop-in directory."
   - The module only writes files. Restart the runtime when RV(restart_required) is true.
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
@@ -38,7 +46,7 @@ attributes:
     description: Reports what would change (with the diff when asked) and writes nothing.
   diff_mode:
     support: full
-    description: Returns the before and after text of every file that changes.
+    description: Returns the before and after text of every file that changes, with credentials masked.
   idempotent:
     support: full
     description: A second run with the same options reports no change.
@@ -50,7 +58,8 @@ options:
     choices: [containerd, docker, crio]
   path:
     description:
-      - The configuration file to edit.
+      - The configuration file to edit. A symbolic link is followed; the file it points to is replaced and the
+        link stays.
       - "Defaults: C(/etc/containerd/config.toml) (containerd), C(/etc/docker/daemon.json) (docker),
         C(/etc/crio/crio.conf.d/99-nvidia.toml) (crio)."
       - For O(flavor=k3s) or O(flavor=rke2) the default is their C(config.toml.tmpl); a path naming their
@@ -59,15 +68,18 @@ options:
   mode:
     description:
       - containerd only. V(in_place) edits O(path).
-      - V(drop_in) writes the runtime to O(drop_in_path) and adds its directory to C(imports) in O(path).
-        Because containerd before 2.1 replaces a whole plugin table per import, the drop-in carries the complete
-        CRI table of O(path) plus the runtime; run the module again after editing that table in O(path).
+      - V(drop_in) writes the runtimes to O(drop_in_path) and adds its directory to C(imports) in O(path) (unless a
+        glob there already loads the drop-in). Because containerd before 2.1 replaces a whole plugin table per
+        import, the drop-in carries the complete CRI table of O(path) plus the runtimes; run the module again after
+        editing that table in O(path). Runtimes already in the drop-in that this run does not manage stay there.
         Needs config version 2 or 3.
     type: str
     choices: [in_place, drop_in]
     default: in_place
   drop_in_path:
-    description: containerd O(mode=drop_in) only. The drop-in file; C(imports) gets C(<its directory>/*.toml).
+    description:
+      - containerd O(mode=drop_in) only. The drop-in file; C(imports) gets C(<its directory>/*.toml).
+      - It must differ from O(path) and be a C(.toml) file containerd's import glob matches.
     type: path
     default: /etc/containerd/conf.d/99-nvidia.toml
   flavor:
@@ -83,19 +95,53 @@ options:
     choices: [auto, containerd, k3s, rke2]
     default: auto
   runtime_name:
-    description: Name of the runtime (the RuntimeClass handler).
+    description:
+      - Name of the one runtime to manage (the RuntimeClass handler). Default V(nvidia).
+      - "containerd and CRI-O: a DNS-1123 label (lowercase letters, digits and C(-), at most 63 characters), the
+        rule of a Kubernetes RuntimeClass handler. Docker: letters, digits, C(_), C(.) and C(-), starting with a
+        letter or digit, and not C(runc) or C(io.containerd.runc.v2), which dockerd reserves."
+      - Mutually exclusive with O(runtimes).
     type: str
-    default: nvidia
   runtime_path:
-    description: Path of the NVIDIA container runtime binary (containerd C(BinaryName), Docker C(path), CRI-O C(runtime_path)).
+    description:
+      - Absolute path of the NVIDIA container runtime binary of O(runtime_name) (containerd C(BinaryName), Docker
+        C(path), CRI-O C(runtime_path)). Default C(/usr/bin/nvidia-container-runtime).
+      - Mutually exclusive with O(runtimes).
     type: path
-    default: /usr/bin/nvidia-container-runtime
+  runtimes:
+    description:
+      - Several runtimes managed together, in place or in one drop-in. Each name at most once, at most one default.
+      - Mutually exclusive with O(runtime_name), O(runtime_path) and O(set_as_default=true).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The runtime's name (the same rules as O(runtime_name)).
+        type: str
+        required: true
+      path:
+        description:
+          - Absolute path of its binary. Default by O(runtimes[].mode) as nvidia-ctk-installer names them
+            C(/usr/bin/nvidia-container-runtime) (V(auto) or none), C(/usr/bin/nvidia-container-runtime.cdi)
+            (V(cdi)), C(/usr/bin/nvidia-container-runtime.legacy) (V(legacy)).
+        type: path
+      mode:
+        description:
+          - The mode of nvidia-container-runtime this runtime stands for. It picks the default O(runtimes[].path) and
+            is returned in RV(runtimes); it does not change the runtime's table.
+        type: str
+        choices: [auto, cdi, legacy]
+      default:
+        description: Make this runtime the default runtime.
+        type: bool
+        default: false
   set_as_default:
     description:
-      - Make the runtime the default runtime.
-      - "When V(false) and the default runtime is O(runtime_name), the default is handed back
-        (containerd: C(runc) when that runtime exists, else the key is removed; Docker and CRI-O: the key is removed).
-        A default runtime naming another runtime is never touched."
+      - Make O(runtime_name) the default runtime.
+      - "When V(false) and the default runtime is a managed runtime, the default is handed back
+        (containerd: C(runc) when that runtime exists, else the key is removed; in drop-in mode the main file's
+        default applies again; Docker and CRI-O: the key is removed). A default runtime naming another runtime is
+        never touched. With O(runtimes), mark an entry O(runtimes[].default) instead."
     type: bool
     default: false
   cdi:
@@ -106,14 +152,18 @@ options:
     type: bool
   state:
     description:
-      - V(present) adds or refreshes the runtime.
-      - V(absent) removes the runtime and a default that names it; everything else stays (a CRI-O drop-in or
-        containerd drop-in of this module is deleted).
+      - V(present) adds or refreshes the runtimes.
+      - V(absent) removes the named runtimes and a default that names one of them; everything else stays. A
+        drop-in (CRI-O, containerd drop-in mode) is deleted when no runtime is left in it; a symbolic link is
+        deleted itself, the file it points to stays.
     type: str
     choices: [present, absent]
     default: present
   backup:
-    description: Keep a timestamped copy of every file before it is changed (as RV(backup_file)).
+    description:
+      - Keep a timestamped copy of every file before it is changed (as RV(backup_file)), beside the file (beside
+        the file a symbolic link points to).
+      - "CRI-O: in the directory above C(crio.conf.d), because CRI-O reads every file in that directory."
     type: bool
     default: false
   validate:
@@ -122,13 +172,31 @@ options:
         M(ansible.builtin.lineinfile)). When it fails the old file stays and the module fails with its output.
       - "For containerd: V(containerd --config %s config dump)."
     type: str
+  config_source:
+    description:
+      - Where new runtimes take their options from.
+      - V(file) reads the files (containerd O(path); CRI-O C(crio.conf) and the drop-in directory).
+      - V(command) asks the runtime for its effective configuration (O(config_command)), so options set in
+        imported files or elsewhere carry over. When the command is missing, fails or prints no TOML, the module
+        warns and reads the files. Docker has no such command (C(daemon.json) is its whole configuration).
+    type: str
+    choices: [file, command]
+    default: file
+  config_command:
+    description:
+      - The command printing the effective configuration as TOML for O(config_source=command); V(%s) stands for
+        O(path) (for k3s and RKE2 the generated C(config.toml)). It has 60 seconds.
+      - "Default: V(containerd --config %s config dump) (containerd), V(crio status config) (CRI-O)."
+    type: str
 seealso:
   - name: NVIDIA Container Toolkit, configuring runtimes
     description: What C(nvidia-ctk runtime configure) writes.
     link: https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
 notes:
-  - Files are replaced atomically (temp file in the same directory, then a rename) and keep their owner and mode;
-    new files get mode C(0644).
+  - Files are replaced atomically (temp file in the same directory, then a rename) and keep their owner, mode and
+    SELinux context; new files get mode C(0644). A file that cannot be replaced (a read-only bind mount, a read-only
+    file system, an immutable file) fails with the reason, and nothing is left behind.
+  - The causes of every failure message are listed in the collection's docs/container_runtime_nvidia.md.
 """
 
 EXAMPLES = r"""
@@ -152,6 +220,19 @@ EXAMPLES = r"""
     set_as_default: true
     cdi: true
 
+- name: The three runtimes of the GPU Operator in one drop-in, options as containerd itself resolves them
+  kubegpu.nvidia.container_runtime_nvidia:
+    runtime: containerd
+    mode: drop_in
+    config_source: command
+    runtimes:
+      - name: nvidia
+        default: true
+      - name: nvidia-cdi
+        mode: cdi
+      - name: nvidia-legacy
+        mode: legacy
+
 - name: Configure the containerd of k3s (edits config.toml.tmpl)
   kubegpu.nvidia.container_runtime_nvidia:
     runtime: containerd
@@ -162,9 +243,11 @@ EXAMPLES = r"""
     runtime: docker
     runtime_path: /usr/bin/nvidia-container-runtime
 
-- name: Remove the nvidia runtime from Docker again
+- name: Remove the nvidia-legacy runtime from CRI-O again; the other runtimes stay
   kubegpu.nvidia.container_runtime_nvidia:
-    runtime: docker
+    runtime: crio
+    runtimes:
+      - name: nvidia-legacy
     state: absent
 """
 
@@ -175,7 +258,10 @@ changed:
   type: bool
   sample: true
 diff:
-  description: Before and after text of each changed file (one dict, or a list of two in drop-in mode).
+  description:
+    - Before and after text of each changed file (one dict, or a list of two in drop-in mode).
+    - Values of C(password), C(auth), C(identitytoken), C(token) and C(secret) settings and passwords in URLs show
+      as C(********).
   returned: when diff mode is on and something changed
   type: raw
   sample: {"before": "version = 2\n", "after": "version = 2\n...", "before_header": "/etc/containerd/config.toml",
@@ -215,6 +301,25 @@ flavor:
   returned: always
   type: str
   sample: containerd
+runtimes:
+  description: The runtimes this run managed, with the binary path each got.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime", "mode": null, "default": true},
+           {"name": "nvidia-cdi", "path": "/usr/bin/nvidia-container-runtime.cdi", "mode": "cdi", "default": false}]
+options_source:
+  description:
+    - The runtime whose table new runtimes copied (containerd, CRI-O; with O(state=present)); null when there was
+      none and a bare table was written, and for Docker.
+  returned: always
+  type: str
+  sample: runc
+config_source:
+  description: Where the options came from, V(command) or V(file) (also V(file) when the command could not be used).
+  returned: always
+  type: str
+  sample: command
 checksums:
   description:
     - The SHA-256 of each file the module manages (RV(path), and RV(drop_in_path) in drop-in mode) as it is after the

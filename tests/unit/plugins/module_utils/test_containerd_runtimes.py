@@ -134,9 +134,9 @@ options = { SystemdCgroup = true }
   containerd.runtimes.runc.options = { SystemdCgroup = true }
   containerd.runtimes.runc.runtime_type = "io.containerd.runc.v2"
 ''',
-    "whole plugins table inline": '''version = 2
-plugins = { "io.containerd.grpc.v1.cri" = { containerd = { default_runtime_name = "runc", runtimes = { runc = { runtime_type = "io.containerd.runc.v2", options = { SystemdCgroup = true } } } } } }
-''',
+    "whole plugins table inline": 'version = 2\nplugins = { "io.containerd.grpc.v1.cri" = { containerd = { '
+                                  'default_runtime_name = "runc", runtimes = { runc = { runtime_type = '
+                                  '"io.containerd.runc.v2", options = { SystemdCgroup = true } } } } } }\n',
     "tables out of order": '''version = 2
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
 SystemdCgroup = true

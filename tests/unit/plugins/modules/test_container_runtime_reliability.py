@@ -54,10 +54,6 @@ CRIO = '[crio.runtime]\ndefault_runtime = "crun"\n[crio.runtime.runtimes.crun]\n
        '[crio.image]\nglobal_auth_file = "/etc/crio/auth.json"\n# password = "%s"\n' % SECRET
 
 
-def shape(text):
-    return CONTAINERD.replace('  default_runtime_name = "runc"\n', text)
-
-
 # Each case: id, files (relative path -> text, or ("link", target), or "dir"), module arguments (paths
 # relative to tmp_path are made absolute), and the outcome: ("fail", error_kind, message) with the
 # message an exact string or ("prefix", text); or ("ok", check) with check(tmp_path, result).
@@ -177,7 +173,8 @@ CASES = [
     ("daemon-json-runtime-string", {"daemon.json": '{"runtimes": {"nvidia": "x"}}'}, dict(runtime="docker", path="daemon.json"),
      ("fail", "input", "{tmp}/daemon.json: runtimes.nvidia must be an object, found a string")),
     # --- shapes (issue 12 item 6)
-    ("containerd-runtimes-string", {"config.toml": shape('  runtimes = "x"\n').split("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]")[0]},
+    ("containerd-runtimes-string", {"config.toml": 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+                                                   '  runtimes = "x"\n'},
      dict(runtime="containerd", path="config.toml"),
      ("fail", "input", '{tmp}/config.toml: plugins."io.containerd.grpc.v1.cri".containerd.runtimes must be a table, found a string')),
     ("containerd-plugins-int", {"config.toml": "version = 2\nplugins = 3\n"}, dict(runtime="containerd", path="config.toml"),
