@@ -148,7 +148,7 @@ def _ensure_parent(path, mode=0o755):
     try:
         os.makedirs(parent, mode)
     except OSError as exc:
-        raise ConfigFileError("cannot create directory %s: %s" % (parent, _os_reason(exc)))
+        raise ConfigFileError("cannot create directory %s: %s" % (parent, _os_reason(exc)), kind="runtime")
 
 
 def find_command(name):
