@@ -495,19 +495,32 @@ def plan_absent(data, version, names):
 
 
 def apply_ops_data(data, ops):
-    """A copy of ``data`` with the operations applied."""
-    data = copy.deepcopy(data)
+    """``data`` with the operations applied, as a new value: only the tables on the operations' paths are
+    copied (the rest is shared with ``data``, which stays as it was); ``data`` itself when there is none."""
+    if not ops:
+        return data
+    data = dict(data)
+    fresh = {id(data)}
     for op in ops:
         keys = op[1]
-        if op[0] == "delete":
-            parent = get(data, keys[:-1])
-            if isinstance(parent, dict):
-                parent.pop(keys[-1], None)
-            continue
         node = data
         for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        if op[0] == "append":
+            child = node.get(key)
+            if not isinstance(child, dict):
+                if op[0] == "delete":
+                    node = None
+                    break
+                child = {}
+            if id(child) not in fresh:
+                child = dict(child)
+                fresh.add(id(child))
+            node[key] = child
+            node = child
+        if node is None:
+            continue
+        if op[0] == "delete":
+            node.pop(keys[-1], None)
+        elif op[0] == "append":
             node[keys[-1]] = list(node.get(keys[-1]) or []) + [op[2]]
         else:
             node[keys[-1]] = copy.deepcopy(op[2])
@@ -912,7 +925,7 @@ def edit_drop_in(main_text, main_path, drop_in_text, drop_in_path, state, runtim
 
     if not keep_drop:
         return new_main, None, version
-    drop = {"version": version, "plugins": {CRI_PLUGIN[version]: copy.deepcopy(get(main_after, cri) or {})}}
+    drop = {"version": version, "plugins": {CRI_PLUGIN[version]: get(main_after, cri) or {}}}
     if carried["runtimes"]:
         runtimes_keys = cri + ("containerd", "runtimes")
         drop = apply_ops_data(drop, [("set", runtimes_keys + (name,), table)

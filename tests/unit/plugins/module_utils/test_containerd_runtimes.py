@@ -548,3 +548,16 @@ def test_import_glob_matching_is_go_filepath_match():
     assert not cc.imported_by(["/etc/containerd/*.toml"], DROP, "/etc/containerd/config.toml")  # * stops at /
     assert cc.imported_by(["conf.d/9?-*.toml"], DROP, "/etc/containerd/config.toml")
     assert not cc.imported_by([], DROP, "/etc/containerd/config.toml")
+
+
+def test_apply_ops_data_leaves_its_input_alone():
+    data = load(v2(RUNC))
+    before = load(v2(RUNC))
+    ops = cc.plan_present(data, 2, THREE, True, data["plugins"][CRI2]["containerd"]["runtimes"]["runc"])
+    ops += [("append", ("imports",), "/x/*.toml"), ("delete", ("plugins", CRI2, "containerd", "runtimes", "runc")),
+            ("delete", ("missing", "path"))]
+    after = cc.apply_ops_data(data, ops)
+    assert data == before
+    assert sorted(after["plugins"][CRI2]["containerd"]["runtimes"]) == ["nvidia", "nvidia-cdi", "nvidia-legacy"]
+    assert after["imports"] == ["/x/*.toml"] and "missing" not in after
+    assert cc.apply_ops_data(data, []) is data
