@@ -581,6 +581,12 @@ def run(module):
         if params["flavor"] in ("auto", "containerd"):
             params["path"] = containerd_config.DEFAULT_PATH
     changes, fields = plan(module, params, runtimes)
+    if params["state"] == "present":
+        for item in runtimes:
+            if not os.path.exists(item.path):
+                module.warn("the binary of runtime %s, %s%s, is not on the node (yet): containers of that runtime "
+                            "cannot start until an installed NVIDIA Container Toolkit provides it"
+                            % (item.name, item.path, " (mode %s)" % item.mode if item.mode else ""))
     changed = any(c.changed for c in changes)
     result = dict(changed=changed, restart_required=changed)
     result.update(fields)

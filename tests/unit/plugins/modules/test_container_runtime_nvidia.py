@@ -373,3 +373,18 @@ def test_config_source_command(capsys, tmp_path):
     assert result["config_source"] == "command" and result["options_source"] == "runc"
     runtimes = tomlkit.parse(cfg.read_text()).unwrap()["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
     assert runtimes["nvidia-cdi"]["options"] == {"BinaryName": NV + ".cdi", "SystemdCgroup": True}
+
+
+def test_missing_binary_of_a_mode_is_a_warning(capsys, tmp_path, monkeypatch):
+    """A mode whose binary the installed toolkit does not ship: the file is written, the run warns."""
+    warned = []
+    monkeypatch.setattr(mod.AnsibleModule, "warn", lambda self, msg: warned.append(msg))
+    present = tmp_path / "nvidia-container-runtime"
+    present.write_text("#!/bin/sh\n")
+    result = run_module(capsys, dict(runtime="docker", path=str(tmp_path / "daemon.json"), runtimes=[
+        {"name": "nvidia", "path": str(present)}, {"name": "nvidia-cdi", "path": str(tmp_path / "nvidia-container-runtime.cdi"),
+                                                   "mode": "cdi"}]))
+    assert result["changed"] is True
+    assert warned == ["the binary of runtime nvidia-cdi, %s (mode cdi), is not on the node (yet): containers of that "
+                      "runtime cannot start until an installed NVIDIA Container Toolkit provides it"
+                      % (tmp_path / "nvidia-container-runtime.cdi")]
