@@ -333,6 +333,7 @@ checksums:
 
 import hashlib
 import os
+import shlex
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -434,15 +435,20 @@ def effective_config(module, params, path):
     if params["config_source"] != "command":
         return None
     command = params["config_command"] or CONFIG_COMMANDS[params["runtime"]]
-    argv = [part.replace("%s", path or "") for part in command.split()]
-    binary = find_command(argv[0])
     fallback = "; runtime options are taken from the files instead"
+    try:
+        argv = [part.replace("%s", path or "") for part in shlex.split(command)]
+    except ValueError as exc:  # shlex: an unterminated quote
+        module.warn("config_source=command: config_command is not a valid command line (%s)%s" % (exc, fallback))
+        return None
+    binary = find_command(argv[0]) if argv else None
     if binary is None:
-        module.warn("config_source=command: %s is not installed or not on PATH%s" % (argv[0], fallback))
+        module.warn("config_source=command: %s is not installed or not on PATH%s" % ((argv or [""])[0], fallback))
         return None
     argv[0] = binary
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=CONFIG_COMMAND_TIMEOUT, check=False)
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=CONFIG_COMMAND_TIMEOUT,
+                              check=False)
     except subprocess.TimeoutExpired:
         module.warn("config_source=command: %s did not answer within %d s%s"
                     % (" ".join(argv), CONFIG_COMMAND_TIMEOUT, fallback))

@@ -352,6 +352,11 @@ def test_config_command_failing_falls_back_with_a_warning(capsys, tmp_path, monk
                                             config_source="command", config_command="no-such-containerd %s"))
     assert warned == ["config_source=command: no-such-containerd is not installed or not on PATH; runtime options are "
                       "taken from the files instead"]
+    del warned[:]
+    run_module(capsys, dict(runtime="containerd", path=str(tmp_path / "config.toml"), config_source="command",
+                            config_command="containerd 'x"))
+    assert warned == ["config_source=command: config_command is not a valid command line (No closing quotation); "
+                      "runtime options are taken from the files instead"]
 
 
 # ------------------------------------------------------------- a real read-only bind mount
