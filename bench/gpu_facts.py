@@ -124,9 +124,12 @@ CASES = (
 )
 
 
+def _time(text):
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _seconds(duration):
-    parse = lambda text: datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")  # noqa: E731
-    return (parse(duration["end"]) - parse(duration["start"])).total_seconds()
+    return (_time(duration["end"]) - _time(duration["start"])).total_seconds()
 
 
 def measure_tasks(runs):

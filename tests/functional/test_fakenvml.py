@@ -233,6 +233,7 @@ def test_hang_fault_never_returns_from_init(libdir):
     with pytest.raises(subprocess.TimeoutExpired):
         run_probe(libdir, PROFILES / "hang.conf", timeout=3)
 
+
 def test_missing_config_is_driver_not_loaded(libdir, tmp_path):
     got, _stderr = run_probe(libdir, tmp_path / "absent.conf")
     assert error_of(got["init"]) == "NVMLError_DriverNotLoaded"

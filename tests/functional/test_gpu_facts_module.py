@@ -226,8 +226,8 @@ def test_mig_attributes_and_media_extensions(results, probed):
     older = facts_of(results["tasks"]["h100x2-mig-attributes-v1"])
     assert warnings_of(results["tasks"]["h100x2-mig-attributes-v1"]) == []
     assert older["devices"] == facts["devices"]
-    assert strip_derived(older["devices"]) == expected_devices(load_profile("h100x2-mig"),
-                                                                probe=probed[("h100x2-mig", "attributes-v1")])
+    expected = expected_devices(load_profile("h100x2-mig"), probe=probed[("h100x2-mig", "attributes-v1")])
+    assert strip_derived(older["devices"]) == expected
 
 
 @pytest.mark.parametrize("name, family, capability", [("b200x8", "blackwell", "10.0"), ("gb200x4", "blackwell", "10.0"),
@@ -451,8 +451,11 @@ def debian_results(libdir):
     return found
 
 
-@pytest.mark.parametrize("name", GPU_PROFILES + NEW_PROFILES + ("not-supported", "driver-not-loaded", "corrupt",
-                                                                 "a100x4-mig-legacy", "h100x2-mig-attributes-v1"))
+DEBIAN_CASES = GPU_PROFILES + NEW_PROFILES + ("not-supported", "driver-not-loaded", "corrupt", "a100x4-mig-legacy",
+                                              "h100x2-mig-attributes-v1")
+
+
+@pytest.mark.parametrize("name", DEBIAN_CASES)
 def test_debian_pynvml_gives_the_same_facts(results, debian_results, name):
     got = debian_results[name]
     assert got["pynvml"] == "/usr/lib/python3/dist-packages/pynvml.py"

@@ -210,8 +210,8 @@ def test_timed_out_sources_are_marked(monkeypatch, no_pci, machine):
                         nvml_fails("NVML did not answer within 30 s (nvml_timeout)", timed_out=True))
     found = gd.discover(pci_root=no_pci, machine_path=machine)
     assert found.timed_out is True
-    assert [str(cause) for cause in found.causes] == ["NVML did not answer within 30 s (nvml_timeout)",
-                                                     "nvidia-smi was not found"]
+    assert [str(cause) for cause in found.causes] == [
+        "NVML did not answer within 30 s (nvml_timeout)", "nvidia-smi was not found"]
     monkeypatch.setattr(gd.gpu_discovery_nvml, "discover_nvml", nvml_fails("NVML broke"))
     assert gd.discover(pci_root=no_pci, machine_path=machine).timed_out is False
 

@@ -378,7 +378,7 @@ def test_mig_device_attributes(version):
     assert migs[1]["profile"] == "1g.5gb+me"
     assert migs[1]["engines"] == {"copy": 1, "decoder": 0, "encoder": 0, "jpeg": 1, "ofa": 1}
     # memory from the attributes' memorySizeMB, as GFD: no memory info call
-    assert "nvmlDeviceGetMemoryInfo" not in [c for c in lib.calls[lib.calls.index("nvmlDeviceGetMaxMigDeviceCount"):]]
+    assert "nvmlDeviceGetMemoryInfo" not in lib.calls[lib.calls.index("nvmlDeviceGetMaxMigDeviceCount"):]
     assert ("nvmlDeviceGetAttributes" in lib.calls) is (version == "v1")
 
 
