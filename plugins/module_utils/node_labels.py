@@ -280,7 +280,8 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     ``api``: an object with ``list_nodes()``, ``get_node(name)`` and
     ``patch_node(name, body)`` (``k8s_client.NodeAPI``) that raise ``K8sError``; with
     ``concurrency`` above 1 it is called from several threads at once. ``requests``: dicts with
-    ``name``, ``aliases``, ``labels`` (normalised) and ``taints`` (normalised). A 409 Conflict on a
+    ``name``, ``aliases``, ``labels`` (normalised; or a function of the resolved node name returning them)
+    and ``taints`` (normalised). A 409 Conflict on a
     taint write re-reads that node, plans again and retries, ``conflict_retries`` times at most.
 
     ``concurrency``: how many nodes are written at the same time (1: one after the other). Results
@@ -321,6 +322,10 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
         resolved.append((req, node))
     if errors:
         raise NodeMatchError("; ".join(errors))
+    # labels that depend on the node a host resolved to (k8s_gpu_label's per-node device plugin configs):
+    # worked out for every node before anything is written, so that a node they cannot be given stops the run
+    resolved = [(dict(req, labels=req["labels"](node["metadata"]["name"])) if callable(req["labels"]) else req, node)
+                for req, node in resolved]
 
     plans = [plan_node(node, req["labels"], req["taints"], state, remove_stale) for req, node in resolved]
     todo = [] if check_mode else [i for i, plan in enumerate(plans) if plan["changed"]]
