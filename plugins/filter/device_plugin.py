@@ -195,7 +195,7 @@ def gpu_node_capacity(nodes, hosts, hostvars, device_plugin, node_gpus=None):
             continue
         name = node["metadata"]["name"]
         try:
-            want = model.node(gpu, name)
+            want = model.node(gpu, name, _product_of_label(node["metadata"].get("labels")))
         except InputError as exc:
             raise AnsibleFilterError(exc.msg)
         gpus = gpu.get("count")
@@ -209,9 +209,9 @@ def gpu_node_capacity(nodes, hosts, hostvars, device_plugin, node_gpus=None):
 def device_plugin_node_labels(nodes, hosts, hostvars, device_plugin):
     """Node patches setting ``nvidia.com/device-plugin.config`` where a node's label differs from its config.
 
-    A GPU host's node gets the config of its model (node config, product of its GPUs, default); another node
-    its node config, else the config of the product its ``nvidia.com/gpu.product`` label names (without
-    ``-SHARED``); other nodes are left alone.
+    A GPU host's node gets the config of its model (node config, product of its GPUs, default; the product its
+    label names when the facts list no devices); another node its node config, else the config of the product
+    its ``nvidia.com/gpu.product`` label names (without ``-SHARED``); other nodes are left alone.
     """
     resolved = _checked(device_plugin)
     model = NodeModel(resolved)
@@ -223,7 +223,7 @@ def device_plugin_node_labels(nodes, hosts, hostvars, device_plugin):
         name = node["metadata"]["name"]
         labels = node["metadata"].get("labels") or {}
         if name in matched:
-            want = model.config(matched[name], name)
+            want = model.config(matched[name], name, _product_of_label(labels))
         elif name in resolved["node_configs"]:
             want = resolved["node_configs"][name]
         else:

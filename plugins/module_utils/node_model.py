@@ -111,18 +111,20 @@ class NodeModel:
         self.views = dict((name, device_plugin_config.view(settings))
                           for name, settings in resolved["configs"].items())
 
-    def config(self, facts, node_name=None):
-        """The config name the node gets."""
-        return device_plugin_config.select_config(self.resolved, node_name, device_plugin_config.gpu_product(facts))
+    def config(self, facts, node_name=None, product=None):
+        """The config name the node gets; ``product``: its GPU product when the facts list no devices."""
+        return device_plugin_config.select_config(self.resolved, node_name,
+                                                  device_plugin_config.gpu_product(facts) or product)
 
-    def node(self, facts, node_name=None):
+    def node(self, facts, node_name=None, product=None):
         """``{config, labels, allocatable, problem}`` of a node with ``facts`` (its ``nvidia_gpu`` facts).
 
         ``labels`` are GFD's (the config label is not among them: ``desired_labels`` adds it).  Raises
         InputError naming the node (``node_name``) when its config asks for what GFD refuses (MPS on MIG).
+        ``product``: the node's GPU product when the facts list no devices (from its labels).
         """
         facts = facts or {}
-        config = self.config(facts, node_name)
+        config = self.config(facts, node_name, product)
         plugin = self.views[config]
         try:
             labels = node_labels(facts, plugin)
