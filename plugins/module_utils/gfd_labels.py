@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from functools import lru_cache
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
@@ -117,7 +118,7 @@ class LabelError(InputError):
 
 
 def sanitise_label_value(text):
-    """Return ``text`` as GFD sanitises a label value.
+    """Return ``text`` as GFD sanitises a label value (internal/lm/resource.go sanitise).
 
     Characters outside ``[A-Za-z0-9-_. ]`` are dropped and every run of
     white space becomes one ``-`` ("Tesla T4" -> "Tesla-T4").  So that the
@@ -126,7 +127,13 @@ def sanitise_label_value(text):
     """
     if text is None:
         return ""
-    value = "-".join(_INVALID_CHARS.sub("", str(text)).split())
+    return _sanitised(str(text))
+
+
+@lru_cache(maxsize=4096)
+def _sanitised(text):
+    # the same few model names and MIG profiles come back for every node of a cluster
+    value = "-".join(_INVALID_CHARS.sub("", text).split())
     value = _EDGE_JUNK.sub("", value)
     if len(value) > LABEL_VALUE_MAX:
         value = _EDGE_JUNK.sub("", value[:LABEL_VALUE_MAX])
@@ -175,6 +182,7 @@ def accelerator_label_value(product_name):
     return value
 
 
+@lru_cache(maxsize=1024)
 def mig_profile_parts(profile):
     """``(gpu slices, compute slices)`` of a MIG profile (``"1c.3g.20gb"`` -> ``(3, 1)``), None when unparsable."""
     match = _MIG_PROFILE.match(profile or "")

@@ -116,6 +116,14 @@ class NodeModel:
         return device_plugin_config.select_config(self.resolved, node_name,
                                                   device_plugin_config.gpu_product(facts) or product)
 
+    def _labels(self, facts, node_name, product):
+        config = self.config(facts, node_name, product)
+        try:
+            return config, node_labels(facts, self.views[config])
+        except LabelError as exc:
+            raise InputError("node %s gets device plugin config %s: %s; give it a config without MPS "
+                             "(node_configs or product_configs) or turn MIG off" % (node_name or "?", config, exc))
+
     def node(self, facts, node_name=None, product=None):
         """``{config, labels, allocatable, problem}`` of a node with ``facts`` (its ``nvidia_gpu`` facts).
 
@@ -124,24 +132,17 @@ class NodeModel:
         ``product``: the node's GPU product when the facts list no devices (from its labels).
         """
         facts = facts or {}
-        config = self.config(facts, node_name, product)
-        plugin = self.views[config]
-        try:
-            labels = node_labels(facts, plugin)
-        except LabelError as exc:
-            raise InputError("node %s gets device plugin config %s: %s; give it a config without MPS "
-                             "(node_configs or product_configs) or turn MIG off" % (node_name or "?", config, exc))
+        config, labels = self._labels(facts, node_name, product)
         if facts.get("present") is False:
             allocatable, problem = {}, None
         else:
-            allocatable, problem = plugin_allocatable(facts.get("devices"), plugin, facts.get("count"))
+            allocatable, problem = plugin_allocatable(facts.get("devices"), self.views[config], facts.get("count"))
         return {"config": config, "labels": labels, "allocatable": allocatable, "problem": problem}
 
     def desired_labels(self, facts, node_name=None):
         """The GFD labels of the node plus ``nvidia.com/device-plugin.config`` naming its config."""
-        model = self.node(facts, node_name)
-        labels = dict(model["labels"])
-        labels[CONFIG_LABEL] = model["config"]
+        config, labels = self._labels(facts or {}, node_name, None)
+        labels[CONFIG_LABEL] = config
         return labels
 
 
