@@ -97,7 +97,7 @@ options:
       - A node's config is its O(device_plugin.node_configs) entry (by Kubernetes node name), else the
         O(device_plugin.product_configs) entry of its first GPU's product (C(Tesla-T4); without C(-SHARED) or
         MIG suffix), else O(device_plugin.default_config).
-      - Checked as the device plugin parses its configs: a config name no config defines, sharing replicas
+      - Checked as the device plugin parses its configs. A config name no config defines, sharing replicas
         below 2, MPS with O(device_plugin.configs) C(mig_strategy=mixed), or MPS for a node with MIG-enabled
         GPUs fail the module with one message before any node is written.
       - Without it, the labels are those of the device plugin's defaults (no sharing, MIG strategy C(none))

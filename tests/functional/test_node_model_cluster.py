@@ -215,3 +215,17 @@ def test_a_bad_setting_fails_in_the_settings_check_with_one_line(cluster):
     assert result["msg"] == ("k8s_device_plugin settings: product config Tesla-T4 names config t4-sliced, which is not "
                              "defined (configs: default, mixed, mps, single-shared, t4-shared)")
     assert all(not gpu_labels(cluster["core"].read_node(name)) for name in cluster["names"].values())
+
+
+def test_the_retired_sharing_variables_are_named_with_what_to_set_instead(cluster):
+    settings = dict(cluster["settings"], k8s_gpu_node_replicas=4, k8s_gpu_node_sharing_strategy="time-slicing")
+    res = play(cluster, settings)
+    assert res.rc != 0
+    failed = [(name, h) for name, hosts in res.task_hosts().items() for h in hosts.values() if h.get("failed")]
+    name, result = failed[0]
+    assert name.endswith("Check that the retired sharing and MIG variables are not set")
+    assert " ".join(result["msg"].split()) == (
+        "k8s_gpu_node_replicas, k8s_gpu_node_sharing_strategy no longer used: set k8s_device_plugin_replicas, "
+        "k8s_device_plugin_sharing_strategy (or that setting of a k8s_device_plugin_configs entry) instead; the device "
+        "plugin's settings now give both the node labels and the plugin's configs")
+    assert all(not gpu_labels(cluster["core"].read_node(name)) for name in cluster["names"].values())
