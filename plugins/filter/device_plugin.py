@@ -206,6 +206,26 @@ def gpu_node_capacity(nodes, hosts, hostvars, device_plugin, node_gpus=None):
     return rows
 
 
+def device_plugin_hosts_error(hosts, hostvars, device_plugin):
+    """Why a GPU host's config cannot be given to its GPUs (MPS on MIG-enabled GPUs), in one line; "" when none.
+
+    The node a host's config is looked up by is named like the host (``k8s_device_plugin_node_name``,
+    ``k8s_gpu_node_name``, else the inventory name): what the node list would tell is not read yet.
+    """
+    model = NodeModel(_checked(device_plugin))
+    for host in hosts or []:
+        host_vars = hostvars[host] if host in hostvars else {}
+        _facts, gpu = _gpu_facts(host_vars)
+        if not _has_gpu(gpu):
+            continue
+        name = host_vars.get("k8s_device_plugin_node_name") or host_vars.get("k8s_gpu_node_name") or host
+        try:
+            model.desired_labels(gpu, name)
+        except InputError as exc:
+            return exc.msg
+    return ""
+
+
 def device_plugin_node_labels(nodes, hosts, hostvars, device_plugin):
     """Node patches setting ``nvidia.com/device-plugin.config`` where a node's label differs from its config.
 
@@ -243,5 +263,6 @@ class FilterModule:
             "device_plugin_config_error": device_plugin_config_error,
             "device_plugin_config_documents": device_plugin_config_documents,
             "gpu_node_capacity": gpu_node_capacity,
+            "device_plugin_hosts_error": device_plugin_hosts_error,
             "device_plugin_node_labels": device_plugin_node_labels,
         }

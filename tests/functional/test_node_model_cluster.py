@@ -196,10 +196,10 @@ def test_mps_for_a_mig_node_fails_before_any_node_is_written(cluster):
     failed = [(name, h) for name, hosts in res.task_hosts().items() for h in hosts.values() if h.get("failed")]
     assert len(failed) == 1
     name, result = failed[0]
-    assert name.endswith("Label and taint the GPU nodes in one API batch")
-    assert result["msg"].startswith("node %s gets device plugin config mps: MPS sharing is not supported on "
-                                    "MIG-enabled GPUs" % cluster["names"]["gb200"])
-    assert "patch" not in result["api_requests"]
+    # the settings check of k8s_device_plugin's entry point, before the label call
+    assert name.endswith("Check the device plugin settings")
+    assert result["msg"].startswith("k8s_device_plugin settings: node %s gets device plugin config mps: MPS sharing "
+                                    "is not supported on MIG-enabled GPUs" % cluster["names"]["gb200"])
     after = dict((host, cluster["core"].read_node(name).metadata.resource_version)
                  for host, name in cluster["names"].items())
     assert after == before

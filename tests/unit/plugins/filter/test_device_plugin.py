@@ -226,5 +226,21 @@ def test_resources_text(resources, text):
 
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == ["device_plugin_config", "device_plugin_config_documents",
-                                                  "device_plugin_config_error", "device_plugin_node_labels",
-                                                  "gpu_node_capacity"]
+                                                  "device_plugin_config_error", "device_plugin_hosts_error",
+                                                  "device_plugin_node_labels", "gpu_node_capacity"]
+
+
+def test_the_hosts_check_names_a_mig_host_given_mps_before_anything_is_applied():
+    a100 = {"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0",
+            "mig": {"current": 1, "pending": 1, "devices": []}}
+    hostvars = {"t4": {"ansible_facts": {"nvidia_gpu": gpus(T4)}},
+                "a100": {"k8s_gpu_node_name": "node-a100", "ansible_facts": {"nvidia_gpu": gpus(a100)}},
+                "nofacts": {}}
+    variables = {"hostvars": hostvars, "k8s_device_plugin_gpu_hosts": ["nofacts", "t4", "a100"],
+                 "k8s_device_plugin_configs": {"mps": {"sharing_strategy": "mps", "replicas": 2}}}
+    assert render("{{ _k8s_device_plugin_hosts_error }}", dict(variables, k8s_device_plugin_product_configs={
+        "Tesla-T4": "mps"})) == ""
+    # by the node name the host is known by
+    error = render("{{ _k8s_device_plugin_hosts_error }}", dict(variables, k8s_device_plugin_node_configs={
+        "node-a100": "mps"}))
+    assert error.startswith("node node-a100 gets device plugin config mps: MPS sharing is not supported on MIG-enabled")
