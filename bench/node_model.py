@@ -71,9 +71,8 @@ def cluster(count):
         devices = KINDS[index % len(KINDS)]
         gpu = {"present": True, "count": len(devices), "source": "nvml", "driver_version": "570.133.20",
                "cuda_driver_version": "12.8", "machine": "Bench Node", "devices": devices}
-        hostvars[name] = {"ansible_facts": {"nvidia_gpu": gpu, "hostname": name,
-                                            "all_ipv4_addresses": ["10.%d.%d.%d" % (index >> 16, (index >> 8) & 255,
-                                                                                   index & 255)]}}
+        address = "10.%d.%d.%d" % (index >> 16, (index >> 8) & 255, index & 255)
+        hostvars[name] = {"ansible_facts": {"nvidia_gpu": gpu, "hostname": name, "all_ipv4_addresses": [address]}}
         nodes.append({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
                       "status": {"allocatable": {"nvidia.com/gpu": "8"}, "addresses": []}})
         requests.append((name, label_facts(gpu)))
@@ -103,7 +102,7 @@ def best(repeat, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()

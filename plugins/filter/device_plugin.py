@@ -34,8 +34,7 @@ def _resolve(settings):
     if unknown:
         raise InputError("the device plugin settings have unknown keys: %s" % ", ".join(unknown))
     return dpc.resolve(settings.get("default_config") or "default", settings.get("configs"),
-                                        settings.get("product_configs"), settings.get("node_configs"),
-                                        settings.get("defaults"))
+                       settings.get("product_configs"), settings.get("node_configs"), settings.get("defaults"))
 
 
 def device_plugin_config(settings):
@@ -154,8 +153,8 @@ def _row(host, node_name, node, config, gpus, expected, problem, settings):
             node_name, row["allocatable_text"], config, problem)
     elif expected is None:
         row["reason"] = ("%s (allocatable %s; its GPUs run MIG with strategy %s under config %s, and %s: give "
-                         "k8s_device_plugin_node_gpus)" % (node_name, row["allocatable_text"],
-                                                            settings["mig_strategy"], config, problem))
+                         "k8s_device_plugin_node_gpus)" % (node_name, row["allocatable_text"], settings["mig_strategy"],
+                                                           config, problem))
     else:
         row["reason"] = "%s (allocatable %s, expected %s under config %s)" % (
             node_name, row["allocatable_text"], row["expected_text"], config)

@@ -120,7 +120,7 @@ def test_the_plugin_advertises_what_the_config_gives(kube, plugin, config_name, 
 def test_a_config_the_plugin_refuses_leaves_the_node_without_gpus(kube, plugin, config_name, gpus, layout):
     name = gpu_node(kube, config_name, gpus, layout)
     assert advertised(plugin, name) == {}
-    pod = [p for p in plugin.list_pod_for_all_namespaces(field_selector="spec.nodeName=" + name).items][0]
+    pod = plugin.list_pod_for_all_namespaces(field_selector="spec.nodeName=" + name).items[0]
     assert [c.status for c in pod.status.conditions if c.type == "Ready"] == ["False"]
 
 

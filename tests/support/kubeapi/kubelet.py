@@ -250,7 +250,7 @@ def _sharing(config):
 
 def _mig_parts(profile):
     """(gpu slices, compute slices) of a MIG profile such as 3g.20gb, 1c.3g.20gb or 1g.10gb+me; None if unknown."""
-    head = str(profile).split("+")[0].split("-")[0].split(".")
+    head = str(profile).split("+", maxsplit=1)[0].split("-", maxsplit=1)[0].split(".")
     try:
         if head[0].endswith("c"):
             return int(head[1][:-1]), int(head[0][:-1])

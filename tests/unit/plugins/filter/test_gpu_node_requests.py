@@ -63,8 +63,8 @@ def test_identical_neighbouring_devices_become_one_entry_with_a_count():
                 + [dict(t4, index=8), dict(t4, index=9)]
                 + [dict(H100["devices"][0], index=10, mig={"current": 1, "pending": 1})])
     (request,) = gpu_node_requests(["gpu1"], {"gpu1": {"ansible_facts": {"nvidia_gpu": gpus}}})
-    h100 = dict((k, H100["devices"][0][k]) for k in ("name", "product", "memory_mib", "compute_capability", "pci_class",
-                                                      "mig"))
+    keys = ("name", "product", "memory_mib", "compute_capability", "pci_class", "mig")
+    h100 = dict((k, H100["devices"][0][k]) for k in keys)
     assert request["facts"]["devices"] == [
         dict(h100, count=8), dict(t4, count=2), dict(h100, mig={"current": 1, "pending": 1})]
 

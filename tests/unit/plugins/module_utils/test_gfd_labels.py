@@ -433,9 +433,9 @@ def test_per_profile_mig_labels_are_managed(key):
 def test_a_profile_with_an_extension_is_labelled_with_a_dot():
     # GFD's MIG device name is the profile with "+" replaced by "." (internal/resource/nvml-mig-device.go GetName)
     labels = gl.gfd_labels(facts([device(0, *A100, migs=["1g.10gb+me", "3g.20gb"])]), mig_strategy="mixed")
+    suffixes = ("product", "count", "replicas", "sharing-strategy", "memory", "slices.gi", "slices.ci")
     assert sorted(key for key in labels if key.startswith("nvidia.com/mig-1g.10gb")) == sorted(
-        "nvidia.com/mig-1g.10gb.me.%s" % suffix for suffix in ("product", "count", "replicas", "sharing-strategy",
-                                                              "memory", "slices.gi", "slices.ci"))
+        "nvidia.com/mig-1g.10gb.me.%s" % suffix for suffix in suffixes)
     assert labels["nvidia.com/mig-1g.10gb.me.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb.me"
 
 
