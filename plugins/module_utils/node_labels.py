@@ -116,7 +116,11 @@ def request_problems(requests, state="present"):
     values = state == "present"
     for req in requests:
         node = req["name"]
-        for key, value in req["labels"].items():
+        labels = req["labels"]
+        if callable(labels):
+            # labels that depend on the node the host resolves to: the given part now, the rest once resolved
+            labels = getattr(labels, "extra", {})
+        for key, value in labels.items():
             # the common case (a valid key and value seen before) costs two dict lookups
             if _KEY_PROBLEMS.get(key) != () or values and _VALUE_PROBLEMS.get(value) != ():
                 for problem in qualified_name_problems(key):
@@ -529,7 +533,8 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     ``api``: an object with ``list_nodes()``, ``get_node(name)`` and
     ``patch_node(name, body)`` (``k8s_client.NodeAPI``) that raise ``K8sError``; with
     ``concurrency`` above 1 it is called from several threads at once. ``requests``: dicts with
-    ``name``, ``aliases``, ``labels`` (normalised) and ``taints`` (normalised). A 409 Conflict on a
+    ``name``, ``aliases``, ``labels`` (normalised; or a function of the resolved node name returning them)
+    and ``taints`` (normalised). A 409 Conflict on a
     taint write re-reads that node, plans again and retries, ``conflict_retries`` times at most.
 
     ``concurrency``: how many nodes are written at the same time (1: one after the other). Results
@@ -573,6 +578,12 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
         resolved.append((req, node))
     if errors:
         raise NodeMatchError("; ".join(errors))
+    # labels that depend on the node a host resolved to (k8s_gpu_label's per-node device plugin configs):
+    # worked out for every node before anything is written, so that a node they cannot be given stops the run
+    resolved = [(dict(req, labels=req["labels"](node["metadata"]["name"])) if callable(req["labels"]) else req, node)
+                for req, node in resolved]
+    if any(callable(req["labels"]) for req in requests):
+        check_requests([req for req, _node in resolved], state)
 
     plans = [plan_node(node, req["labels"], req["taints"], state, remove_stale) for req, node in resolved]
     todo = [] if check_mode else [i for i, plan in enumerate(plans) if plan["changed"]]

@@ -330,14 +330,18 @@ def test_label_options(results):
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
     labels = facts_of(results["tasks"]["mig-mixed"])["labels"]
     assert labels["nvidia.com/mig.strategy"] == "mixed"
-    assert dict((key, value) for key, value in labels.items() if key.startswith("nvidia.com/mig-")) == {
+    mig = dict((key, value) for key, value in labels.items() if key.startswith("nvidia.com/mig-"))
+    # (and the MIG attribute labels, multiprocessors and engines.*, where NVML gives them)
+    assert {
         "nvidia.com/mig-3g.20gb.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
         "nvidia.com/mig-3g.20gb.count": "2",
         "nvidia.com/mig-3g.20gb.replicas": "1",
+        "nvidia.com/mig-3g.20gb.sharing-strategy": "none",
         "nvidia.com/mig-3g.20gb.memory": "20480",
         "nvidia.com/mig-3g.20gb.slices.gi": "3",
         "nvidia.com/mig-3g.20gb.slices.ci": "3",
-    }
+    }.items() <= mig.items()
+    assert all(key.startswith("nvidia.com/mig-3g.20gb.") for key in mig)
 
 
 @pytest.mark.parametrize("name, reference", [("host-facts", "setup-host-facts"), ("host-facts-min", "setup-host-facts-min")])

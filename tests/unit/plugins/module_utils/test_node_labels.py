@@ -42,8 +42,9 @@ def test_diff_labels_remove_stale_keeps_nvidia_labels_it_does_not_manage():
                "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.5gb.count": "7", "nvidia.com/gpu.count": "4"}
     added, removed = nl.diff_labels(current, {"nvidia.com/gpu.count": "4"}, remove_stale=True)
     assert added == {}
-    # the labels of an earlier mig_strategy mixed go; what only GFD writes stays
-    assert sorted(removed) == ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig.strategy"]
+    # the labels of an earlier mig_strategy mixed go (the MIG attribute labels too); what only GFD writes stays
+    assert sorted(removed) == ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-1g.5gb.multiprocessors",
+                               "nvidia.com/mig.strategy"]
 
 
 def test_diff_labels_remove_stale_accelerator_only_with_a_value_it_writes():
