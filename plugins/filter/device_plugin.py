@@ -16,11 +16,12 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import host_aliases
+from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import deprecated
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
     CONFIG_LABEL, GPU_RESOURCE, MIG_RESOURCE_PREFIX)
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import resolve_node
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import SHARED_SUFFIX, NodeModel
 
@@ -98,7 +99,7 @@ def _match(nodes, hosts, hostvars):
         facts, gpu = _gpu_facts(host_vars)
         if not _has_gpu(gpu):
             continue
-        name = host_vars.get("k8s_device_plugin_node_name") or host_vars.get("k8s_gpu_node_name") or host
+        name = node_name(host, host_vars, deprecated)
         node, error = resolve_node(by_name, nodes, name, host_aliases(host, host_vars, facts))
         out.append((host, gpu, node, error))
     return out
@@ -208,8 +209,8 @@ def gpu_node_capacity(nodes, hosts, hostvars, device_plugin, node_gpus=None):
 def device_plugin_hosts_error(hosts, hostvars, device_plugin):
     """Why a GPU host's config cannot be given to its GPUs (MPS on MIG-enabled GPUs), in one line; "" when none.
 
-    The node a host's config is looked up by is named like the host (``k8s_device_plugin_node_name``,
-    ``k8s_gpu_node_name``, else the inventory name): what the node list would tell is not read yet.
+    The node a host's config is looked up by is named like the host (``kubegpu_node_name``, else the
+    inventory name): what the node list would tell is not read yet.
     """
     model = NodeModel(_checked(device_plugin))
     for host in hosts or []:
@@ -217,7 +218,7 @@ def device_plugin_hosts_error(hosts, hostvars, device_plugin):
         _facts, gpu = _gpu_facts(host_vars)
         if not _has_gpu(gpu):
             continue
-        name = host_vars.get("k8s_device_plugin_node_name") or host_vars.get("k8s_gpu_node_name") or host
+        name = node_name(host, host_vars, deprecated)
         try:
             model.desired_labels(gpu, name)
         except InputError as exc:

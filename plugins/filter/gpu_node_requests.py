@@ -8,6 +8,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
+
+display = Display()
+
+
+def deprecated(message):
+    """A deprecation warning of the collection (Ansible shows each one once)."""
+    display.deprecated(message, version="2.0.0", collection_name="kubegpu.nvidia")
 
 # The per-device facts the labels are derived from (UUIDs, PCI addresses and the like would only
 # make the module's arguments, and Ansible's handling of them, larger for a whole cluster).
@@ -15,20 +25,6 @@ DEVICE_KEYS = ("name", "product", "memory_mib", "compute_capability", "pci_class
 # of each MIG device: what GFD's MIG labels and the device plugin's MIG resources read (not its UUID or slot)
 MIG_ATTRIBUTE_KEYS = ("multiprocessors", "slices", "engines")
 GPU_KEYS = ("source", "driver_version", "cuda_driver_version", "machine")
-
-
-def host_aliases(host, host_vars, facts):
-    """The names and addresses an inventory host is known by (to find its node by hostname or InternalIP)."""
-    default_ipv4 = facts.get("default_ipv4") or {}
-    candidates = [host, host_vars.get("ansible_host") or "", facts.get("hostname") or "", facts.get("fqdn") or "",
-                  facts.get("nodename") or "", default_ipv4.get("address") or ""]
-    candidates += list(facts.get("all_ipv4_addresses") or [])
-    aliases = []
-    for value in candidates:
-        value = str(value)
-        if value and not value.startswith("127.") and value not in aliases:
-            aliases.append(value)
-    return aliases
 
 
 def _label_mig(mig):
@@ -65,11 +61,12 @@ def label_facts(gpu):
 
 
 def gpu_node_requests(hosts, hostvars):
-    """One ``{name, aliases, facts}`` per host of ``hosts`` whose ``nvidia_gpu`` facts show a GPU.
+    """One ``{name, host, aliases, facts}`` per host of ``hosts`` whose ``nvidia_gpu`` facts show a GPU.
 
-    ``name`` is the host variable ``k8s_gpu_node_name``, else the inventory name; ``aliases`` are the
-    names and addresses the host is known by (to find its node by hostname or InternalIP); ``facts``
-    is the part of its ``nvidia_gpu`` facts the labels come from (``label_facts``).
+    ``name`` is the host variable ``kubegpu_node_name`` (``inventory_hosts.node_name``), else the inventory
+    name; ``host`` the inventory name; ``aliases`` are the names and addresses the host is known by (to find
+    its node by hostname or InternalIP); ``facts`` is the part of its ``nvidia_gpu`` facts the labels come
+    from (``label_facts``).
     """
     if isinstance(hosts, str):
         hosts = [hosts]
@@ -83,7 +80,7 @@ def gpu_node_requests(hosts, hostvars):
         gpu = facts.get("nvidia_gpu") or {}
         if not gpu.get("present"):
             continue
-        requests.append({"name": host_vars.get("k8s_gpu_node_name") or host,
+        requests.append({"name": node_name(host, host_vars, deprecated), "host": host,
                          "aliases": host_aliases(host, host_vars, facts), "facts": label_facts(gpu)})
     return requests
 

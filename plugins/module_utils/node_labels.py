@@ -514,6 +514,11 @@ class NodeLabelRunFailed(KubegpuError):
         self.results = results
 
 
+def _requested_host(req):
+    """The host a request stands for: its ``host`` (an inventory host), else its requested name."""
+    return req.get("host") or req["name"]
+
+
 def _public(plan, host, return_nodes=False):
     result = dict((k, v) for k, v in plan.items() if k not in ("patch", "before", "after", "node"))
     if host != plan["name"]:
@@ -598,13 +603,13 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
         for index in todo:
             plan, error = write(index)
             if error:
-                raise NodeLabelRunFailed(error, [_public(plans[i], resolved[i][0]["name"]) for i in range(index)])
+                raise NodeLabelRunFailed(error, [_public(plans[i], _requested_host(resolved[i][0])) for i in range(index)])
             plans[index] = plan
 
     results = []
     diffs = []
     for (req, _node), plan in zip(resolved, plans):
-        results.append(_public(plan, req["name"], return_nodes))
+        results.append(_public(plan, _requested_host(req), return_nodes))
         if plan["changed"]:
             diffs.append({
                 "before_header": "node/%s" % plan["name"], "after_header": "node/%s" % plan["name"],
@@ -647,7 +652,7 @@ def _write_parallel(write, todo, plans, resolved, concurrency):
         # as one after the other would have it: every node before the failed one (none needed a write, or its
         # write went through), and the later nodes that were written before the run stopped
         done = [i for i in range(len(plans)) if i in written or (i < first and i not in outcome)]
-        raise NodeLabelRunFailed(outcome[first][1], [_public(plans[i], resolved[i][0]["name"]) for i in done])
+        raise NodeLabelRunFailed(outcome[first][1], [_public(plans[i], _requested_host(resolved[i][0])) for i in done])
 
 
 def _write(api, plan, node, req, state, remove_stale, conflict_retries):

@@ -58,6 +58,11 @@ options:
         description: Node name, or the inventory name of the host.
         type: str
         required: true
+      host:
+        description:
+          - The inventory host this item stands for, as RV(hosts) names it.
+          - Defaults to O(nodes[].name).
+        type: str
       aliases:
         description: Other names and addresses of the host (hostname, FQDN, IP addresses) to match a node by.
         type: list
@@ -257,6 +262,13 @@ changed:
   description: Whether any node was (or, in check mode, would be) changed.
   returned: always
   type: bool
+hosts:
+  description:
+    - The Kubernetes node each requested host was matched to, by O(nodes[].host) (else the requested name).
+    - The one host-to-node match of the collection; later tasks read it instead of matching again.
+  returned: success
+  type: dict
+  sample: {"lab-h100": "kubegpu-lab-h100", "gpu07": "ip-10-0-3-12.ec2.internal"}
 nodes:
   description:
     - One entry per requested node, in the order requested.
@@ -270,9 +282,9 @@ nodes:
       type: str
       sample: gpu-node-1
     host:
-      description: The requested name, when it differs from the node name it was matched to.
+      description: The requested host (O(nodes[].host), else the requested name), when it differs from the node name.
       type: str
-      returned: when the node was matched by hostname or address
+      returned: when the host's name is not the node's
       sample: lab-h100
     changed:
       description: Whether this node was changed.
@@ -478,6 +490,7 @@ def build_requests(params, model=None, options=None):
             taints = _taints(item["taints"], where + ".taints" if where else "taints", name, problems)
         requests.append({
             "name": name,
+            "host": item.get("host") or name,
             "aliases": item.get("aliases") or [],
             "labels": labels,
             "taints": taints,
@@ -512,6 +525,7 @@ def main():
         node=dict(type="str"),
         nodes=dict(type="list", elements="dict", options=dict(
             name=dict(type="str", required=True),
+            host=dict(type="str"),
             aliases=dict(type="list", elements="str", default=[]),
             labels=dict(type="dict"),
             facts=dict(type="dict"),
@@ -563,8 +577,9 @@ def main():
         results, diffs = apply_nodes(api, requests, state=params["state"], remove_stale=params["remove_stale"],
                                      check_mode=module.check_mode, concurrency=concurrency,
                                      return_nodes=params["return_nodes"], checked=True)
-        result = dict(changed=any(r["changed"] for r in results), nodes=results, api_requests=api.counts,
-                      invocation=invocation)
+        hosts = dict((r.get("host", r["name"]), r["name"]) for r in results)
+        result = dict(changed=any(r["changed"] for r in results), hosts=hosts, nodes=results,
+                      api_requests=api.counts, invocation=invocation)
         if module._diff:
             result["diff"] = diffs
         return result

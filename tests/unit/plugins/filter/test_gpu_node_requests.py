@@ -2,6 +2,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.kubegpu.nvidia.plugins.filter import gpu_node_requests as filter_module
 from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import FilterModule, gpu_node_requests
 
 H100 = {"present": True, "count": 1, "source": "nvml", "driver_version": "535.183.01", "cuda_driver_version": "12.2",
@@ -17,6 +18,7 @@ def test_a_gpu_host_becomes_one_request_with_its_names_addresses_and_label_facts
         "default_ipv4": {"address": "10.0.0.7"}, "all_ipv4_addresses": ["10.0.0.7", "172.17.0.1", "127.0.0.1"]}}}
     assert gpu_node_requests(["gpu1"], hostvars) == [{
         "name": "gpu1",
+        "host": "gpu1",
         "aliases": ["gpu1", "10.0.0.7", "gpu1.example.com", "172.17.0.1"],
         "facts": {"present": True, "source": "nvml", "driver_version": "535.183.01", "cuda_driver_version": "12.2",
                   "machine": "DGX-H100",
@@ -25,11 +27,22 @@ def test_a_gpu_host_becomes_one_request_with_its_names_addresses_and_label_facts
                                "mig": {"current": 0, "pending": 0}}]}}]
 
 
-def test_the_node_name_comes_from_k8s_gpu_node_name():
-    hostvars = {"lab-h100": {"k8s_gpu_node_name": "ip-10-0-0-7", "ansible_facts": {"nvidia_gpu": H100}}}
+def test_the_node_name_comes_from_kubegpu_node_name_and_the_host_stays_the_inventory_name():
+    hostvars = {"lab-h100": {"kubegpu_node_name": "ip-10-0-0-7", "k8s_gpu_node_name": "old",
+                             "ansible_facts": {"nvidia_gpu": H100}}}
+    (request,) = gpu_node_requests(["lab-h100"], hostvars)
+    assert (request["name"], request["host"]) == ("ip-10-0-0-7", "lab-h100")
+    assert request["aliases"] == ["lab-h100"]
+
+
+@pytest.mark.parametrize("variable", ["k8s_gpu_node_name", "k8s_device_plugin_node_name", "k8s_node_name"])
+def test_the_node_name_variables_of_earlier_releases_still_count_with_a_deprecation(monkeypatch, variable):
+    warnings = []
+    monkeypatch.setattr(filter_module, "deprecated", warnings.append)
+    hostvars = {"lab-h100": {variable: "ip-10-0-0-7", "ansible_facts": {"nvidia_gpu": H100}}}
     (request,) = gpu_node_requests(["lab-h100"], hostvars)
     assert request["name"] == "ip-10-0-0-7"
-    assert request["aliases"] == ["lab-h100"]
+    assert warnings == ["the host variable %s is deprecated: set kubegpu_node_name instead (host lab-h100)" % variable]
 
 
 def test_hosts_without_gpus_or_facts_are_left_out_in_order():

@@ -280,3 +280,13 @@ def test_a_taint_that_cannot_be_read_is_named_with_its_position(run):
     out, _api = run({"nodes": [{"name": "n1", "taints": ["k=v:NoSchedule", "novalue"]}]}, nodes=[node("n1")])
     assert out["msg"] == ('invalid labels, taints or facts, nothing was written: node n1: nodes[0].taints[1]: '
                           'taint "novalue" must look like key=value:Effect')
+
+
+def test_the_result_maps_each_inventory_host_to_the_node_it_was_matched_to(run):
+    matched = node("ip-10-0-0-7")
+    matched["status"] = {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}]}
+    out, _api = run({"nodes": [{"name": "gpu01", "host": "gpu01", "aliases": ["10.0.0.7"]},
+                               {"name": "n2", "host": "lab-n2"}], "labels": {"a": "1"}},
+                    nodes=[matched, node("n2")])
+    assert out["hosts"] == {"gpu01": "ip-10-0-0-7", "lab-n2": "n2"}
+    assert [(r["name"], r.get("host")) for r in out["nodes"]] == [("ip-10-0-0-7", "gpu01"), ("n2", "lab-n2")]
