@@ -160,7 +160,10 @@ def run(module):
             version = pkgs.upstream_version(installed[params["packages"][0]])
         wanted = pkgs.driver_stack(installed, version, params["packages"])
         if not wanted:
-            raise InputError("no installed package of the NVIDIA driver %sto hold" % ("%s " % version if version else ""))
+            module.warn("no package of the NVIDIA driver %sis installed, so there is nothing to hold (a driver "
+                        "installed otherwise, for example with NVIDIA's .run installer, cannot be held)"
+                        % ("%s " % version if version else ""))
+            return dict(changed=False, held=[], version=version, added=[], removed=[])
         add = [name for name in wanted if name not in held_before]
         # holds left from another driver version (an older Fabric Manager branch, ...) are released
         remove = [name for name in stack_held if name not in wanted
