@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters nvidia_driver_plan, nvidia_driver_resolve and nvidia_driver_summary: the driver role's decisions."""
+"""The driver role's decisions as filters: nvidia_driver_plan, nvidia_driver_resolve, nvidia_driver_hold_check,
+nvidia_driver_loaded and nvidia_driver_summary."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -51,9 +52,18 @@ def nvidia_driver_resolve(available, names, branch, version=None):
     return driver_plan.resolve_version(available, names, branch, version)
 
 
+def nvidia_driver_hold_check(state, packages, version=None, unattended_upgrades=True):
+    """Whether the driver's packages are held, and whether nvidia_driver_hold has anything to do."""
+    if state is not None and not isinstance(state, dict):
+        raise AnsibleFilterError("nvidia_driver_hold_check expects the driver state (a dict), got %s"
+                                 % type(state).__name__)
+    return driver_plan.hold_check(state, packages, version, unattended_upgrades)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"nvidia_driver_loaded": nvidia_driver_loaded, "nvidia_driver_plan": nvidia_driver_plan,
+        return {"nvidia_driver_hold_check": nvidia_driver_hold_check,
+                "nvidia_driver_loaded": nvidia_driver_loaded, "nvidia_driver_plan": nvidia_driver_plan,
                 "nvidia_driver_resolve": nvidia_driver_resolve, "nvidia_driver_summary": nvidia_driver_summary}

@@ -176,6 +176,17 @@ def driver_stack(installed, version, names=()):
     return sorted(stack)
 
 
+def stale_holds(installed, held, stack, version):
+    """Held packages of the stack left from a driver of another branch (an older Fabric Manager, ...), sorted.
+
+    A held package of the same branch at another version (Debian's nvidia-persistenced has versions of its own)
+    is not one of them.
+    """
+    branch = branch_of(version)
+    return sorted(name for name in held if name in installed and name not in stack and is_stack_name(name)
+                  and branch_of(installed[name]) not in (None, branch))
+
+
 def held_at_other_version(installed, held, names=(), version=None, branch=None):
     """Held packages of the driver whose version is not the wanted one: ``[(name, version)]``.
 

@@ -74,7 +74,7 @@ def choose_flavour(gpus, requested, default):
         raise InputError("the distribution's default kernel module flavour %r is neither open nor proprietary" % (default,))
     if gpus:
         return default, "%s kernel modules, the distribution's default (the GPUs take either)" % default
-    return default, "%s kernel modules, the distribution's default (no GPU seen)" % default
+    return default, "%s kernel modules, the distribution's default (no GPU model known)" % default
 
 
 def check_branch(gpus, branch, version=None, flavour=None):
@@ -360,6 +360,30 @@ def resolve_version(available, names, branch, version=None):
     return {"version": common, "error": "", "apt_preferences": pkgs.apt_preferences(common)}
 
 
+# ------------------------------------------------------------------ holds
+def hold_check(state, names, version=None, unattended_upgrades=True):
+    """``{"stack", "held", "needed"}``: the driver's packages on the node, whether all of them are held (and kept out
+    of unattended-upgrades), and whether ``nvidia_driver_hold`` has anything to do (a package to hold, a hold left
+    from another driver version to release, the blacklist drop-in to write).
+
+    ``state``: ``nvidia_driver_info``'s result, with the drop-in among its ``files``; ``version``: the driver version
+    (empty: that of the first of ``names`` installed).
+    """
+    state = state or {}
+    installed = state.get("installed") or {}
+    held = set(state.get("held") or [])
+    names = [name for name in names or [] if name in installed]
+    version = version or (pkgs.upstream_version(installed[names[0]]) if names else None)
+    stack = pkgs.driver_stack(installed, version, names)
+    stale = pkgs.stale_holds(installed, held, stack, version)
+    all_held = bool(stack) and set(stack) <= held
+    conf_ok = True
+    if state.get("package_manager") == pkgs.APT:
+        wanted = pkgs.unattended_upgrades_conf(stack) if unattended_upgrades and stack else None
+        conf_ok = (state.get("files") or {}).get(pkgs.UNATTENDED_UPGRADES_CONF) == wanted
+    return {"stack": stack, "held": all_held, "needed": bool(stack) and not (all_held and conf_ok and not stale)}
+
+
 # ------------------------------------------------------------------ after the installation
 def installed_driver_version(state, names):
     """The upstream version of the first of ``names`` installed, else of any installed driver-stack package."""
@@ -400,6 +424,20 @@ def secure_boot_blocker(plan_, state):
             "reboot it at its console and enroll the key in MOK Manager, then run the role again" % (cert, command))
 
 
+MODULE_PACKAGE = re.compile(r"dkms|kernel|linux-modules-nvidia|^nvidia-driver-|^cuda-drivers|^nvidia-open|headless")
+
+
+def installed_flavour(state, version):
+    """The kernel module flavour of the driver packages installed at ``version``, or None when none tells."""
+    installed = (state or {}).get("installed") or {}
+    names = [name for name, package_version in installed.items()
+             if pkgs.is_stack_name(name) and MODULE_PACKAGE.search(name)
+             and (not version or pkgs.upstream_version(package_version) == version)]
+    if any("open" in name for name in names):
+        return "open"
+    return "proprietary" if names else None
+
+
 def summary(version, plan_, state, reboot_pending=False, check_next_kernel=True, held=None, loaded_flavour=None):
     """The driver's state for the summary: ``{"text", "version", "held", "flavour", "reboot_pending",
     "next_kernel", "not_built_for_next_kernel", "secure_boot_blocking", "reboot_blockers"}``.
@@ -412,7 +450,8 @@ def summary(version, plan_, state, reboot_pending=False, check_next_kernel=True,
     not_built = bool(check_next_kernel and nxt["kernel"] and nxt["built"] is False)
     stale = bool(check_next_kernel and nxt["built"] and nxt["version"] and version and nxt["version"] != version)
     blocking = secure_boot_blocker(plan_, state)
-    flavour = loaded_flavour or ((state.get("loaded") or {}).get("flavour")) or plan_.get("flavour")
+    # the loaded module's, else the installed packages': not a guess where neither tells (a driver installed otherwise)
+    flavour = loaded_flavour or ((state.get("loaded") or {}).get("flavour")) or installed_flavour(state, version)
     held = bool(held) if held is not None else False
     parts = [version or "none"]
     if held:

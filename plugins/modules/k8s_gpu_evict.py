@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: k8s_gpu_evict
 short_description: Empty a Kubernetes node of its GPU work for a driver upgrade, and bring it back
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - "V(evicted): cordons the node, evicts its pods through the Eviction API (so PodDisruptionBudgets hold), then stops
     the driver's clients among its DaemonSet pods (device plugin, GPU Feature Discovery, MPS daemon, DCGM exporter):

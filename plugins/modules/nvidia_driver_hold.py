@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: nvidia_driver_hold
 short_description: Hold the NVIDIA driver's packages at their installed version, or release them
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - "V(held): holds every package of the installed NVIDIA driver: the packages of O(packages) and every installed
     package of the driver stack whose upstream version is O(version) (the user-space libraries, the kernel module
@@ -165,10 +165,8 @@ def run(module):
                         % ("%s " % version if version else ""))
             return dict(changed=False, held=[], version=version, added=[], removed=[])
         add = [name for name in wanted if name not in held_before]
-        # holds left from another driver version (an older Fabric Manager branch, ...) are released
-        remove = [name for name in stack_held if name not in wanted
-                  and pkgs.version_key(pkgs.upstream_version(installed[name])) is not None
-                  and pkgs.upstream_version(installed[name]) != version]
+        # holds left from a driver of another branch (an older Fabric Manager, ...) are released
+        remove = pkgs.stale_holds(installed, stack_held, wanted, version)
         held_after = sorted((set(held_before) | set(wanted)) - set(remove))
         conf = pkgs.unattended_upgrades_conf(wanted) if family == pkgs.APT and params["unattended_upgrades"] else None
     else:

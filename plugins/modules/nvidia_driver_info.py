@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: nvidia_driver_info
 short_description: Read the state of a node's NVIDIA driver packages, kernels, modules and Secure Boot
-version_added: 1.1.0
+version_added: 1.0.0
 description:
   - Reads, in one run, what the C(kubegpu.nvidia.nvidia_driver) role decides on before it changes anything and what
     the summary reports afterwards; changes nothing.

@@ -26,7 +26,7 @@ def plan(gpu_facts, **settings):
     ([P100], "open", "proprietary", "Tesla P100-PCIE-16GB (0x15F8, pascal) is driven by them only"),
     ([H100], "proprietary", "proprietary", "the distribution's default (the GPUs take either)"),
     ([H100], "open", "open", "the distribution's default (the GPUs take either)"),
-    ([], "open", "open", "no GPU seen"),
+    ([], "open", "open", "no GPU model known"),
 ])
 def test_auto_flavour_from_the_hardware(gpus, default, flavour, why):
     result = plan(facts(*gpus), default_flavour=default, kernel_module_type="auto", branch="570")
@@ -249,10 +249,12 @@ def test_no_common_version_is_one_message():
 
 
 # ------------------------------------------------------------------ the summary
-def node_state(next_built=True, next_version="535.183.01", mok=None, loaded=None):
+def node_state(next_built=True, next_version="535.183.01", mok=None, loaded=None, installed=None):
     return {"kernel": {"running": "6.1.0-28-amd64", "next": "6.1.0-31-amd64", "next_source": "the /vmlinuz symlink"},
             "modules": {"6.1.0-31-amd64": {"built": next_built, "version": next_version if next_built else None}},
-            "mok": mok or {}, "loaded": loaded or {}}
+            "mok": mok or {}, "loaded": loaded or {},
+            "installed": {"nvidia-driver": "535.183.01-1", "nvidia-kernel-dkms": "535.183.01-1"}
+            if installed is None else installed}
 
 
 def test_summary_of_a_held_loaded_driver():
@@ -271,6 +273,20 @@ def test_summary_not_built_for_the_next_kernel():
     # the option only takes it out of the summary's text, not out of the facts' kernel status
     quiet = dp.summary("535.183.01", decided, node_state(next_built=False), check_next_kernel=False)
     assert "not built" not in quiet["text"] and quiet["next_kernel"]["built"] is False
+
+
+@pytest.mark.parametrize("installed,loaded,flavour", [
+    ({"nvidia-driver": "535.183.01-1", "nvidia-open-kernel-dkms": "535.183.01-1"}, {}, "open"),
+    ({"nvidia-driver-580-server-open": "580.95.05-0ubuntu1"}, {}, None),         # another version than reported
+    ({"nvidia-driver-535-server": "535.183.01-0ubuntu1"}, {}, "proprietary"),
+    ({"libcuda1": "535.183.01-1"}, {}, None),                                       # no package tells the flavour
+    ({}, {"flavour": "open"}, "open"),                                              # the loaded module tells
+    ({}, {}, None),                                                                 # a driver installed otherwise
+])
+def test_summary_flavour_is_the_loaded_or_the_installed_one(installed, loaded, flavour):
+    got = dp.summary("535.183.01", plan(facts(H100), branch="535"), node_state(installed=installed, loaded=loaded))
+    assert got["flavour"] == flavour
+    assert got["text"] == "535.183.01" + (", " + flavour if flavour else "")
 
 
 def test_summary_module_of_another_version_for_the_next_kernel():
@@ -300,3 +316,35 @@ def test_summary_secure_boot_blocking(mok, blocking, words):
 def test_no_secure_boot_blocking_when_secure_boot_is_off():
     decided = plan(facts(H100), branch="535", mok_key=KEY, mok_cert=CERT, state={"secure_boot": OFF})
     assert dp.summary("535.183.01", decided, node_state(mok={"enrolled": False}))["secure_boot_blocking"] is False
+
+
+# ------------------------------------------------------------------ holds
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_packages as pkgs  # noqa: E402
+
+
+def held_state(held, conf=True, **installed):
+    packages = {"nvidia-driver": "535.183.01-1", "libcuda1": "535.183.01-1", "nvidia-persistenced": "535.171.04-1"}
+    packages.update(installed)
+    stack = ["libcuda1", "nvidia-driver"]
+    files = {pkgs.UNATTENDED_UPGRADES_CONF: pkgs.unattended_upgrades_conf(stack) if conf else None}
+    return {"package_manager": "apt", "installed": packages, "held": held, "files": files}
+
+
+@pytest.mark.parametrize("state,held,needed", [
+    (held_state(["libcuda1", "nvidia-driver"]), True, False),                 # nothing to do: the module is skipped
+    (held_state(["nvidia-driver"]), False, True),                             # a library not held
+    (held_state(["libcuda1", "nvidia-driver"], conf=False), True, True),      # the blacklist drop-in is missing
+    (held_state(["libcuda1", "nvidia-driver", "nvidia-fabricmanager-525"],    # a hold left from another version
+                **{"nvidia-fabricmanager-525": "525.147.05-1"}), True, True),
+    (held_state(["libcuda1", "nvidia-driver", "nvidia-persistenced"]), True, False),   # its own version: left alone
+    ({"package_manager": "apt", "installed": {}, "held": []}, False, False),           # no driver package installed
+])
+def test_hold_check(state, held, needed):
+    check = dp.hold_check(state, ["nvidia-driver", "nvidia-kernel-dkms"], "535.183.01")
+    assert (check["held"], check["needed"]) == (held, needed)
+
+
+def test_hold_check_takes_the_installed_version_and_dnf_needs_no_drop_in():
+    state = dict(held_state(["libcuda1", "nvidia-driver"]), package_manager="dnf", files={})
+    assert dp.hold_check(state, ["nvidia-driver"]) == {"stack": ["libcuda1", "nvidia-driver"], "held": True,
+                                                       "needed": False}
