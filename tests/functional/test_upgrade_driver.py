@@ -106,7 +106,7 @@ def cluster(kube_server, kube, tmp_path):  # pylint: disable=unused-argument
     assert allocatable(core, "node-a") == "4" and allocatable(core, "node-b") == "2"
     assert core.read_node("node-a").metadata.labels["nvidia.com/device-plugin.config"] == "t4-shared"
     for node in ("node-a", "node-b"):
-        pods = [p for p in core.list_namespaced_pod(PLUGIN_NS, field_selector="spec.nodeName=%s" % node).items]
+        pods = list(core.list_namespaced_pod(PLUGIN_NS, field_selector="spec.nodeName=%s" % node).items)
         assert len(pods) == 1
         assert any(v.empty_dir is not None for v in pods[0].spec.volumes), "no emptyDir: not the case to prove"
     namespace = kube.namespace()

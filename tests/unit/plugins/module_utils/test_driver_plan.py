@@ -66,8 +66,8 @@ def test_a_flavour_that_cannot_drive_the_gpus_is_refused(gpus, requested, messag
     ([P100], "590", None, "driver branch 590 cannot drive Tesla P100-PCIE-16GB (0x15F8, pascal): "
                           "the last branch that supports it is 580"),
     ([{"name": None, "pci_device_id": "0x302110DE"}], "565", None,
-     "driver branch 565 cannot drive GPU 0x3021 (rubin): the lowest branch that supports it is at least 570 (no source this collection cites gives rubin's first "
-     "branch; 570 is the previous architecture's)"),
+     "driver branch 565 cannot drive GPU 0x3021 (rubin): the lowest branch that supports it is at least 570 "
+     "(no source this collection cites gives rubin's first branch; 570 is the previous architecture's)"),
     ([{"name": "Tesla T4", "pci_device_id": "0x1EB810DE"}], "510", None,
      "driver branch 510 has no open kernel modules (they start with branch 515)"),
     ([H100], "abc", None, "driver branch 'abc' is not a number"),
@@ -206,8 +206,9 @@ def test_mok_paths_on_the_controller(tmp_path):
 
 # ------------------------------------------------------------------ module parameters
 def test_module_parameters():
-    result = plan(facts(H100), module_parameters={"NVreg_EnableGpuFirmware": 0, "NVreg_OpenRmEnableUnsupportedGpus": True,
-                                                   "NVreg_RegistryDwords": "RMFoo=1"})
+    parameters = {"NVreg_EnableGpuFirmware": 0, "NVreg_OpenRmEnableUnsupportedGpus": True,
+                  "NVreg_RegistryDwords": "RMFoo=1"}
+    result = plan(facts(H100), module_parameters=parameters)
     assert result["modprobe_conf"].splitlines()[1] == (
         "options nvidia NVreg_EnableGpuFirmware=0 NVreg_OpenRmEnableUnsupportedGpus=1 NVreg_RegistryDwords=RMFoo=1")
     assert plan(facts(H100))["modprobe_conf"] == ""

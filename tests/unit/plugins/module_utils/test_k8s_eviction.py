@@ -32,8 +32,8 @@ def names(found, fate):
 
 
 def test_daemonset_pods_are_skipped_before_their_emptydir_is_looked_at():
-    plugin = pod("device-plugin", owner="DaemonSet", volumes=[{"name": "config", "emptyDir": {}},
-                                                            {"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}])
+    volumes = [{"name": "config", "emptyDir": {}}, {"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]
+    plugin = pod("device-plugin", owner="DaemonSet", volumes=volumes)
     found = ev.classify_pods([plugin, pod("web")])
     assert names(found, "daemonset") == ["device-plugin"]
     assert names(found, "evict") == ["web"]

@@ -102,8 +102,8 @@ def test_check_mode_and_diff_change_nothing(capsys, monkeypatch, tmp_path):
     assert rc == 0 and result["changed"] is True
     assert node.held == set() and not node.conf.exists()
     assert not [c for c in node.commands if c[:2] == ["apt-mark", "hold"]]
-    assert result["diff"][0]["after"].splitlines() == ["libcuda1", "libnvidia-ml1", "nvidia-driver",
-                                                        "nvidia-fabricmanager-535", "nvidia-kernel-dkms"]
+    assert result["diff"][0]["after"].splitlines() == [
+        "libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-fabricmanager-535", "nvidia-kernel-dkms"]
     assert result["diff"][1]["after_header"] == str(node.conf)
 
 
