@@ -156,8 +156,8 @@ def check_mok(key, cert, path_exists=os.path.isfile, read=None):
             raise InputError("%s must be a path on the controller or the PEM text itself" % label)
         if "-----BEGIN" in value:
             if _pem_kind(value) != wanted:
-                raise InputError("%s holds PEM text that is not a %s" % (label, "private key" if wanted == "key" else
-                                                                          "certificate"))
+                what = "private key" if wanted == "key" else "certificate"
+                raise InputError("%s holds PEM text that is not a %s" % (label, what))
             kinds.append("content")
             continue
         if not path_exists(value):

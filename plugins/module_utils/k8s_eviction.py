@@ -319,7 +319,7 @@ class Drain:
         pods = self.api.node_pods(self.node)
         found = classify_pods(pods, self.gpu_only)
         self.result["left"] = dict((fate, [pod_name(p) for p in found[fate]])
-                                      for fate in ("daemonset", "mirror", "finished", "not_gpu"))
+                                   for fate in ("daemonset", "mirror", "finished", "not_gpu"))
         problems = []
         if found["unmanaged"] and not self.force:
             problems.append("%s not managed by a controller (force: true evicts them, and nothing recreates them)"

@@ -4,9 +4,10 @@ The real bookworm driver stack is 136 packages and about 256 MiB to download, an
 nvidia-kernel-dkms cannot build a module in a container (no headers for the host's
 kernel), so the scenario installs packages that carry Debian's names instead:
 
-    nvidia-driver, nvidia-kernel-dkms, nvidia-open-kernel-dkms, libcuda1, libnvidia-ml1,
-    nvidia-persistenced    at 535.183.01, 535.216.01 and 570.195.03; nvidia-driver depends on the
+    nvidia-driver, nvidia-kernel-dkms, nvidia-open-kernel-dkms, libcuda1, libnvidia-ml1
+                           at 535.183.01, 535.216.01 and 570.195.03; nvidia-driver depends on the
                            libraries and on one of the module packages at its own version
+    nvidia-persistenced    at 535.171.04, a version of its own as in Debian (a source package of its own)
     nvidia-fabricmanager-535  at 535.183.01 only (the mirror's driver goes up to 535.216.01: a
                            branch install must pick the version both have)
     nvidia-fabricmanager-570  at 570.195.03
@@ -47,6 +48,8 @@ from toolkit_repo.build import build_deb, index_entry, release, sign_release  # 
 SUITE = "bookworm"
 ARCH = "amd64"
 DRIVER_VERSIONS = ["535.183.01-1~standin1", "535.216.01-1~standin1", "570.195.03-1~standin1"]
+# Debian's nvidia-persistenced is a source package of its own, with its own versions
+PERSISTENCED_VERSION = "535.171.04-1~standin1"
 FABRIC_MANAGER_VERSIONS = {"535": ["535.183.01-1~standin1"], "570": ["570.195.03-1~standin1"]}
 COMPONENTS = ["main", "non-free", "non-free-firmware"]
 # the kernel update the scenario installs; its headers make the stand-in DKMS fail
@@ -222,7 +225,6 @@ def image_postinst(kernel):
 def driver_packages(version):
     upstream = version.split("-", maxsplit=1)[0]
     marker = ("stand-in for NVIDIA driver %s\n" % upstream).encode()
-    persistenced_unit = (SERVICE_UNIT % ("NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced")).encode()
     result = [
         ("non-free", "nvidia-driver", version,
          "nvidia-kernel-dkms (= {0}) | nvidia-open-kernel-dkms (= {0}), libcuda1 (= {0}), libnvidia-ml1 (= {0})"
@@ -233,10 +235,6 @@ def driver_packages(version):
          {"usr/share/doc/libcuda1/STANDIN": (marker, 0o644)}),
         ("non-free", "libnvidia-ml1", version, "", "NVIDIA Management Library (NVML) runtime library (stand-in)",
          {"usr/share/doc/libnvidia-ml1/STANDIN": (marker, 0o644)}),
-        ("non-free", "nvidia-persistenced", version, "",
-         "daemon to maintain persistent software state in the NVIDIA driver (stand-in)",
-         {"usr/bin/nvidia-persistenced": (b"#!/bin/sh\nexec sleep infinity\n", 0o755),
-          "lib/systemd/system/nvidia-persistenced.service": (persistenced_unit, 0o644)}),
     ]
     for package, module in (("nvidia-kernel-dkms", "nvidia-current"), ("nvidia-open-kernel-dkms", "nvidia-current-open")):
         result.append((
@@ -254,6 +252,11 @@ def packages():
     result = []
     for version in DRIVER_VERSIONS:
         result += driver_packages(version)
+    persistenced_unit = (SERVICE_UNIT % ("NVIDIA Persistence Daemon", "/usr/bin/nvidia-persistenced")).encode()
+    result.append(("non-free", "nvidia-persistenced", PERSISTENCED_VERSION, "",
+                   "daemon to maintain persistent software state in the NVIDIA driver (stand-in)",
+                   {"usr/bin/nvidia-persistenced": (b"#!/bin/sh\nexec sleep infinity\n", 0o755),
+                    "lib/systemd/system/nvidia-persistenced.service": (persistenced_unit, 0o644)}))
     fm_unit = (SERVICE_UNIT % ("NVIDIA fabric manager service", "/usr/bin/nv-fabricmanager")).encode()
     for branch, versions in FABRIC_MANAGER_VERSIONS.items():
         for version in versions:

@@ -11,10 +11,10 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
 
 STACK = {
-    "driver-blackwell": ["libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-open-kernel-dkms", "nvidia-persistenced"],
+    "driver-blackwell": ["libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-open-kernel-dkms"],
     "driver-hopper": ["libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-fabricmanager-535",
-                      "nvidia-open-kernel-dkms", "nvidia-persistenced"],
-    "driver-pascal": ["libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-persistenced"],
+                      "nvidia-open-kernel-dkms"],
+    "driver-pascal": ["libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-kernel-dkms"],
 }
 
 
@@ -22,8 +22,9 @@ def test_the_stack_is_held(host):
     held = host.check_output("apt-mark showhold").split()
     stack = STACK[host.backend.get_hostname()]
     assert sorted(held) == stack
-    # the image's real Debian packages of another version (nvidia-alternative 535.261.03, ...) are not held
-    assert "nvidia-alternative" not in held
+    # the image's real Debian packages of another version (nvidia-alternative 535.261.03, ...) and
+    # nvidia-persistenced (a version of its own, as in Debian) are not held
+    assert "nvidia-alternative" not in held and "nvidia-persistenced" not in held
 
 
 def test_kept_out_of_unattended_upgrades(host):

@@ -49,7 +49,7 @@ CASES = {
         # a held package at another version than asked
         ({"nvidia_driver_version": "535.216.01"}, CHECK,
          "nvidia_driver on driver-pascal: libcuda1 is held at 535.183.01-1~standin1 but driver 535.216.01 is asked "
-         "(5 held package(s) of the driver in all): upgrade with kubegpu.nvidia.upgrade_driver (it releases and "
+         "(4 held package(s) of the driver in all): upgrade with kubegpu.nvidia.upgrade_driver (it releases and "
          "re-takes the hold), or release the hold (apt-mark unhold) first"),
         ({"nvidia_driver_module_parameters": {"modeset": 1}}, CHECK,
          "nvidia_driver on driver-pascal: nvidia_driver_module_parameters: 'modeset' is not an NVreg_* parameter"),

@@ -10,7 +10,7 @@ from conftest import installed_versions
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("driver-pascal")
 
-STACK = ["libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-persistenced"]
+STACK = ["libcuda1", "libnvidia-ml1", "nvidia-driver", "nvidia-kernel-dkms"]
 
 
 def upgrade(host, run_role, version):
