@@ -6,12 +6,9 @@ packages and holds are the same afterwards and nothing is reported changed.
 import os
 
 import pytest
-import testinfra.utils.ansible_runner
+import testinfra
 
 from conftest import installed_versions
-
-_RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
-testinfra_hosts = _RUNNER.get_hosts("driver-blackwell") + _RUNNER.get_hosts("driver-pascal")
 
 CHECK = "Check the GPUs and the options, and report what the role does"
 ARGUMENTS = "Validating arguments against arg spec 'main' - Install the NVIDIA GPU driver and load it"
@@ -57,12 +54,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("index", range(6))
-def test_bad_input_is_refused_before_anything_changes(host, run_role, index):
-    name = host.backend.get_hostname()
-    if index >= len(CASES[name]):
-        pytest.skip("%s has %d cases" % (name, len(CASES[name])))
-    extra, task, message = CASES[name][index]
+CASE_LIST = [(name, case) for name in sorted(CASES) for case in CASES[name]]
+
+
+@pytest.mark.parametrize("name,case", CASE_LIST, ids=["%s-%d" % (name, CASES[name].index(case)) for name, case in CASE_LIST])
+def test_bad_input_is_refused_before_anything_changes(run_role, name, case):
+    host = testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, os.environ["MOLECULE_INVENTORY_FILE"]))
+    extra, task, message = case
     before = (installed_versions(host), host.check_output("apt-mark showhold"))
     run = run_role(name, **extra)
     assert run.rc == 2, run.stdout[-2000:]
