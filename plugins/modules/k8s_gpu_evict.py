@@ -90,10 +90,6 @@ options:
     description: With O(state=restored), also uncordon the node.
     type: bool
     default: true
-  request_timeout:
-    description: Seconds each API request may take.
-    type: float
-    default: 30
   retries:
     description: How many times a request answered 429 (other than an eviction) or 5xx is retried.
     type: int
@@ -181,7 +177,6 @@ def main():
         force=dict(type="bool", default=False),
         stop_gpu_daemonsets=dict(type="bool", default=True),
         uncordon=dict(type="bool", default=True),
-        request_timeout=dict(type="float", default=30),
         retries=dict(type="int", default=5),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
