@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter kubegpu.nvidia.gpu_node_requests: the O(nodes) argument of k8s_gpu_label for inventory hosts."""
+"""Filters kubegpu.nvidia.gpu_node_requests (the O(nodes) argument of k8s_gpu_label for inventory hosts) and
+kubegpu.nvidia.node_name (the name a host's Kubernetes node is looked up by)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -85,8 +86,17 @@ def gpu_node_requests(hosts, hostvars):
     return requests
 
 
+def kubernetes_node_name(host, hostvars):
+    """The name ``host``'s Kubernetes node is looked up by (``inventory_hosts.node_name``)."""
+    try:
+        host_vars = hostvars[host]
+    except KeyError:
+        raise AnsibleFilterError("node_name: %s is not a host of the inventory" % host)
+    return node_name(host, host_vars, deprecated)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"gpu_node_requests": gpu_node_requests}
+        return {"gpu_node_requests": gpu_node_requests, "node_name": kubernetes_node_name}

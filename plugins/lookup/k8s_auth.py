@@ -18,10 +18,20 @@ description:
     C(kubegpu_no_proxy), C(kubegpu_impersonate_user) and C(kubegpu_impersonate_groups)."
   - Meant for C(module_defaults) on the action group C(group/kubegpu.nvidia.k8s), which holds every module of this
     collection that talks to the API and the C(kubernetes.core) modules, so that a play sets its connection once.
+  - The variables are read as the host that reaches the Kubernetes API sees them (O(host)), so that they can be set
+    for that host alone (C(group_vars/k8s_control.yml)) and still reach the tasks of a play over the GPU nodes that
+    are delegated to it.
   - A variable that is not defined, null or empty is left out, and the modules then fall back to the C(K8S_AUTH_*)
     environment, C($KUBECONFIG) and C(~/.kube/config) of the host they run on.
   - The roles of this collection take no connection variables of their own. A play that runs them sets this lookup's
     result as C(module_defaults) once, as C(kubegpu.nvidia.site) and C(kubegpu.nvidia.upgrade_driver) do.
+options:
+  host:
+    description:
+      - The inventory host whose variables hold the connection.
+      - Defaults to the first host of group C(k8s_control), else C(localhost); when that host is not in the inventory,
+        the variables of the host the task runs for are read.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -44,7 +54,8 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_connection import OPTIONS, PREFIX, connection
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_connection import (
+    OPTIONS, PREFIX, connection, control_host)
 
 
 class LookupModule(LookupBase):
@@ -52,11 +63,15 @@ class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
         variables = variables or {}
+        self.set_options(var_options=variables, direct=kwargs)
+        host = self.get_option("host") or control_host(variables.get("groups") or {})
+        hostvars = variables.get("hostvars")
+        source = hostvars[host] if hostvars is not None and host in hostvars else variables
         values = {}
         for option in OPTIONS:
             name = PREFIX + option
-            if name in variables:
-                values[name] = self._templar.template(variables[name])
+            if name in source:
+                values[name] = self._templar.template(source[name])
         try:
             return [connection(values)]
         except InputError as exc:

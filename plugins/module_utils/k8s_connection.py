@@ -35,6 +35,15 @@ OPTIONS = {
 }
 
 
+CONTROL_GROUP = "k8s_control"
+
+
+def control_host(groups):
+    """The host that reaches the Kubernetes API: the first of group ``k8s_control``, else ``localhost``."""
+    hosts = groups.get(CONTROL_GROUP) or []
+    return hosts[0] if hosts else "localhost"
+
+
 def _is_set(value):
     return value is not None and value != "" and value != []
 

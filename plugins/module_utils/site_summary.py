@@ -29,10 +29,12 @@ def _gpus(gpu):
 
 
 def _driver(gpu, host_vars):
+    """The driver role's own account (``nvidia_driver_summary``: version, held, module flavour, reboot pending,
+    not built for the next kernel, Secure Boot blocking), else the facts' driver version."""
+    summary = host_vars.get("nvidia_driver_summary")
+    if isinstance(summary, dict) and summary.get("text"):
+        return summary["text"]
     text = gpu.get("driver_version") or "none"
-    status = host_vars.get("nvidia_driver_status")
-    if isinstance(status, dict) and status.get("summary"):
-        return "%s (%s)" % (text, status["summary"])
     if host_vars.get("nvidia_driver_reboot_pending") in (True, "true", "True"):
         text += " (reboot pending)"
     return text

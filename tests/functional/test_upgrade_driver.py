@@ -91,7 +91,7 @@ def cluster(kube_server, kube, tmp_path):  # pylint: disable=unused-argument
     for host, (_node, gpus, _product) in NODES.items():
         ansible_run.write_cached_facts(facts, host, {"nvidia_gpu": {"present": True, "count": gpus}})
     inventory = {
-        "gpu_nodes": {"hosts": {host: {"ansible_connection": "local", "k8s_gpu_node_name": node}
+        "gpu_nodes": {"hosts": {host: {"ansible_connection": "local", "kubegpu_node_name": node}
                                 for host, (node, _gpus, _product) in NODES.items()}},
         "k8s_control": {"hosts": {"control": {"ansible_connection": "local"}}},
         "all": {"hosts": {"localhost": {"ansible_connection": "local"}}},
@@ -232,7 +232,7 @@ def test_a_pdb_that_forbids_the_eviction_stops_the_play_with_the_node_cordoned(c
 
 def test_a_host_without_a_node_stops_before_anything_is_cordoned(cluster):  # pylint: disable=redefined-outer-name
     rc, events = run_upgrade(cluster["dir"], cluster["kubeconfig"], {"upgrade_driver_hosts": "gpu-a",
-                                                                     "k8s_node_name": "node-x"})
+                                                                     "kubegpu_node_name": "node-x"})
     assert rc != 0
     message = result(events, "gpu-a", "Stop the upgrade, naming the node and the step")["msg"]
     assert "stopped on node node-x (host gpu-a) at step 'read the node'" in message
@@ -275,7 +275,7 @@ def test_the_driver_role_does_nothing_when_the_wanted_driver_is_loaded(tmp_path)
 def test_a_node_without_gpus_is_skipped_untouched(cluster, kube):  # pylint: disable=redefined-outer-name
     kube.node("node-cpu", labels={"kubernetes.io/hostname": "node-cpu"})
     rc, events = run_upgrade(cluster["dir"], cluster["kubeconfig"], {"upgrade_driver_hosts": "gpu-a",
-                                                                     "k8s_node_name": "node-cpu"})
+                                                                     "kubegpu_node_name": "node-cpu"})
     assert rc == 0, [(h, n, r.get("msg")) for h, n, r in events if r.get("failed")]
     assert "node-cpu (host gpu-a) advertises no nvidia.com/gpu" in result(
         events, "gpu-a", "Report a node that advertises no GPU")["msg"]

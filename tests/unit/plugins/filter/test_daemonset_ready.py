@@ -33,4 +33,22 @@ def test_a_value_that_is_no_object_is_an_error():
 
 
 def test_registered_under_its_name():
-    assert FilterModule().filters() == {"daemonset_ready": daemonset_ready}
+    assert FilterModule().filters()["daemonset_ready"] is daemonset_ready
+    assert sorted(FilterModule().filters()) == ["daemonset_ready", "daemonset_revision", "daemonset_rollout_status"]
+
+
+def test_revision_is_uid_and_generation():
+    from ansible_collections.kubegpu.nvidia.plugins.filter.daemonset_ready import daemonset_revision
+    assert daemonset_revision({"metadata": {"uid": "u-1", "generation": 3}}) == "u-1/3"
+    assert daemonset_revision({}) == ""
+    assert daemonset_revision({"metadata": {"name": "x"}}) == ""
+
+
+def test_rollout_status_in_words():
+    from ansible_collections.kubegpu.nvidia.plugins.filter.daemonset_ready import daemonset_rollout_status
+    ds = {"metadata": {"generation": 2},
+          "status": {"desiredNumberScheduled": 3, "updatedNumberScheduled": 2, "numberReady": 1, "observedGeneration": 2}}
+    assert daemonset_rollout_status(ds) == "desired 3, updated 2, ready 1, observedGeneration 2 of generation 2"
+    assert daemonset_rollout_status({"metadata": {}}) == (
+        "desired ?, updated 0, ready 0, observedGeneration none of generation ?")
+    assert daemonset_rollout_status({}) == "not found"

@@ -83,12 +83,14 @@ def test_short_allocatable_and_failed_or_recorded_validation():
     assert rows[1]["validation"] == "passed (recorded, 2026-11-21T10:00:00Z)"
 
 
-def test_driver_column_reads_the_driver_role_status_or_the_reboot_flag():
+def test_driver_column_reads_the_driver_role_summary_else_the_facts():
+    summary = {"text": "535.183.01, held, open, reboot pending, not built for the next kernel", "held": True}
     hv = hostvars(a=(H100, {"nvidia_driver_reboot_pending": True}),
-                  b=(H100, {"nvidia_driver_status": {"summary": "held, open modules"}}),
+                  b=(H100, {"nvidia_driver_summary": summary}),
                   c=(dict(H100, driver_version=None), {}))
     rows = site_summary(["a", "b", "c"], hv)
-    assert [row["driver"] for row in rows] == ["535.183.01 (reboot pending)", "535.183.01 (held, open modules)",
+    assert [row["driver"] for row in rows] == ["535.183.01 (reboot pending)",
+                                               "535.183.01, held, open, reboot pending, not built for the next kernel",
                                                "none"]
 
 

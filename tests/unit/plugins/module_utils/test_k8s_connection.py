@@ -45,3 +45,10 @@ def test_retired_role_variables_are_named_with_what_to_set_instead():
     assert "(set kubegpu_kubeconfig, kubegpu_validate_certs, and give the play module_defaults: " in message
     assert "{group/kubegpu.nvidia.k8s: \"{{ lookup('kubegpu.nvidia.k8s_auth') }}\"}" in message
     assert "\n" not in message
+
+
+def test_the_control_host_is_the_first_of_k8s_control_else_localhost():
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_connection import control_host
+    assert control_host({"k8s_control": ["api-1", "api-2"]}) == "api-1"
+    assert control_host({"k8s_control": []}) == "localhost"
+    assert control_host({}) == "localhost"
