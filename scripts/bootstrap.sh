@@ -43,7 +43,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 # The virtualenv, rebuilt only when the pinned requirements or the Python change.
-stamp=$({ cat requirements/*.txt; "$python" -c 'import sys; print(sys.executable, sys.version)'; } | sha256sum | cut -c1-16)
+python_id=$("$python" -c 'import sys; print(sys.executable, sys.version)')
+stamp=$({ cat requirements/constraints.txt requirements/test.txt; echo "$python_id"; } | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.kubegpu-stamp 2>/dev/null)" != "$stamp" ]; then
     echo "bootstrap: creating .venv"
     rm -rf .venv
@@ -51,6 +52,19 @@ if [ "$(cat .venv/.kubegpu-stamp 2>/dev/null)" != "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/test.txt
     echo "$stamp" > .venv/.kubegpu-stamp
+fi
+
+# Galaxy's importer, in a virtualenv of its own (its pins conflict with the test tools'), for the
+# build stage of the test suite.
+gi_venv=.cache/galaxy-importer-venv
+gi_stamp=$({ cat requirements/galaxy-importer.txt; echo "$python_id"; } | sha256sum | cut -c1-16)
+if [ "$(cat "$gi_venv/.kubegpu-stamp" 2>/dev/null)" != "$gi_stamp" ]; then
+    echo "bootstrap: creating $gi_venv"
+    rm -rf "$gi_venv"
+    "$python" -m venv "$gi_venv"
+    "$gi_venv/bin/python" -m pip install -q --upgrade pip
+    "$gi_venv/bin/python" -m pip install -q -r requirements/galaxy-importer.txt
+    echo "$gi_stamp" > "$gi_venv/.kubegpu-stamp"
 fi
 
 # This checkout as the collection kubegpu.nvidia.

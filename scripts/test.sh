@@ -28,6 +28,17 @@ stage_build() {
             || { echo "ansible-doc cannot read $kind kubegpu.nvidia.$name from the built collection" >&2; return 1; }
         echo "ansible-doc -t $kind kubegpu.nvidia.$name: ok"
     done
+    # Galaxy's own importer accepts the tarball (role READMEs, docs, plugin loading, ansible-lint as Galaxy
+    # runs it; ansible-test is off here, the sanity stage runs it)
+    local log="$out/galaxy-importer.log"
+    if ! (cd "$out" && GALAXY_IMPORTER_CONFIG="$KUBEGPU_ROOT/scripts/galaxy-importer.cfg" \
+            "$KUBEGPU_ROOT/.cache/galaxy-importer-venv/bin/python" -m galaxy_importer.main kubegpu-nvidia-*.tar.gz \
+            >"$log" 2>&1) || grep -q '^ERROR' "$log"; then
+        grep -v '^Loading ' "$log" >&2
+        echo "Galaxy's importer refuses the built collection (log: $log)" >&2
+        return 1
+    fi
+    grep -v '^Loading ' "$log"
 }
 
 stage_lint() {

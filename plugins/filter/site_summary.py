@@ -1,0 +1,41 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters kubegpu.nvidia.site_summary and kubegpu.nvidia.summary_table: the summary of a site run."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import (
+    COLUMNS,
+    summary_rows,
+    summary_table,
+)
+
+
+def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None):
+    """One row per host of ``hosts`` (module_utils/site_summary.py says what each column holds)."""
+    if isinstance(hosts, str):
+        hosts = [hosts]
+    try:
+        return summary_rows(hosts, hostvars, matches=matches, labelled=labelled, capacity=capacity,
+                            validation=validation)
+    except (AttributeError, TypeError, KeyError) as exc:
+        raise AnsibleFilterError("site_summary: the results it was given are not of the expected shape: %s" % exc)
+
+
+def table(rows, columns=None):
+    """The rows as the lines of a text table."""
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise AnsibleFilterError("summary_table expects a list of rows (dicts)")
+    return summary_table(rows, tuple(columns) if columns else COLUMNS)
+
+
+class FilterModule:
+    """The collection's filters."""
+
+    def filters(self):
+        return {"site_summary": site_summary, "summary_table": table}

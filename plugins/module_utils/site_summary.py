@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The summary of a site run: one row per host of ``gpu_nodes``, and the table it prints.
+
+Every column is worked out here, from what each play left: the host's GPU facts, the driver and
+toolkit roles' facts, the node the host was matched to, the labels play's node results, the device
+plugin's capacity check and the validation results. The ``kubegpu.nvidia.site_summary`` and
+``kubegpu.nvidia.summary_table`` filters call these functions.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+COLUMNS = ("node", "gpus", "driver", "runtime", "labels", "allocatable", "validation")
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+
+def _gpus(gpu):
+    names = []
+    for device in gpu.get("devices") or []:
+        name = device.get("name")
+        if name and name not in names:
+            names.append(name)
+    return "%s x %s" % (gpu.get("count"), " + ".join(names))
+
+
+def _driver(gpu, host_vars):
+    text = gpu.get("driver_version") or "none"
+    status = host_vars.get("nvidia_driver_status")
+    if isinstance(status, dict) and status.get("summary"):
+        return "%s (%s)" % (text, status["summary"])
+    if host_vars.get("nvidia_driver_reboot_pending") in (True, "true", "True"):
+        text += " (reboot pending)"
+    return text
+
+
+def _runtime(host_vars):
+    runtimes = host_vars.get("nvidia_container_toolkit_selected_runtimes")
+    if runtimes is None:
+        return "not run"
+    if not runtimes:
+        return "none"
+    return "%s: nvidia" % ", ".join(runtimes)
+
+
+def _labels(node, labelled):
+    if labelled is None:
+        return "not run"
+    if not node:
+        return "no node"
+    if node.get("changed"):
+        text = "set +%d -%d" % (len(node.get("added") or {}), len(node.get("removed") or []))
+    else:
+        text = "up to date"
+    if any(taint.get("key") == GPU_TAINT_KEY for taint in node.get("taints") or []):
+        text += ", tainted"
+    return text
+
+
+def _allocatable(check):
+    if not check:
+        return "not checked"
+    text = str(check.get("allocatable"))
+    if not check.get("ok"):
+        text += " (expected %s)" % check.get("expected")
+    return text
+
+
+def _validation(check):
+    if not check:
+        return "not run"
+    if not check.get("passed"):
+        return "FAILED: %s" % check.get("reason")
+    if check.get("phase") == "Recorded":
+        return "passed (recorded, %s)" % check.get("validated_at")
+    return "passed"
+
+
+def _first(items, key, value):
+    for item in items or []:
+        if item.get(key) == value:
+            return item
+    return {}
+
+
+def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None):
+    """One row (a dict with ``host`` and every column of ``COLUMNS``) per host of ``hosts``.
+
+    ``matches``: ``{host: Kubernetes node name}`` of the GPU hosts; ``labelled``: the labels play's node
+    results (``None`` when it did not run); ``capacity``: the device plugin's check per host
+    (``{host, allocatable, expected, ok}``); ``validation``: the validation results per node.
+    """
+    matches = matches or {}
+    rows = []
+    for host in hosts or []:
+        host_vars = hostvars[host] if host in hostvars else {}
+        gpu = (host_vars.get("ansible_facts") or {}).get("nvidia_gpu") or {}
+        if not gpu:
+            rows.append({"host": host, "node": host, "gpus": "unknown (no facts)", "driver": "-", "runtime": "-",
+                         "labels": "-", "allocatable": "-", "validation": "not run"})
+            continue
+        if not gpu.get("present"):
+            rows.append({"host": host, "node": host, "gpus": "none (CPU-only)", "driver": "-", "runtime": "-",
+                         "labels": "-", "allocatable": "-", "validation": "skipped"})
+            continue
+        name = matches.get(host) or ""
+        node = _first(labelled, "name", name) if name else {}
+        rows.append({
+            "host": host,
+            "node": host if name in ("", host) else "%s (%s)" % (host, name),
+            "gpus": _gpus(gpu),
+            "driver": _driver(gpu, host_vars),
+            "runtime": _runtime(host_vars),
+            "labels": _labels(node, labelled),
+            "allocatable": _allocatable(_first(capacity, "host", host)),
+            "validation": _validation(_first(validation, "node", name) if name else {}),
+        })
+    return rows
+
+
+def summary_table(rows, columns=COLUMNS):
+    """The rows as text lines: a header of the upper-cased column names, columns padded, two spaces apart."""
+    cells = [[column.upper() for column in columns]]
+    cells.extend([str(row.get(column, "")) for column in columns] for row in rows)
+    widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]

@@ -1,0 +1,98 @@
+"""The site summary: each column worked out from what the plays left, and the table it prints."""
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubegpu.nvidia.plugins.filter.site_summary import site_summary, table
+
+H100 = {"present": True, "count": 8, "driver_version": "535.183.01",
+        "devices": [{"name": "NVIDIA H100 80GB HBM3"}] * 8}
+MIXED = {"present": True, "count": 2, "driver_version": "550.54.15",
+         "devices": [{"name": "Tesla T4"}, {"name": "NVIDIA A100-SXM4-40GB"}]}
+
+
+def hostvars(**hosts):
+    return dict((name, dict(ansible_facts={"nvidia_gpu": gpu} if gpu is not None else {}, **extra))
+                for name, (gpu, extra) in hosts.items())
+
+
+def test_a_gpu_host_row_reads_every_play():
+    hv = hostvars(gpu01=(H100, {"nvidia_container_toolkit_selected_runtimes": ["containerd"]}))
+    labelled = [{"name": "gpu01", "changed": True, "added": {"a": "1", "b": "2"}, "removed": ["c"],
+                 "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}]
+    capacity = [{"host": "gpu01", "allocatable": 8, "expected": 8, "ok": True}]
+    validation = [{"node": "gpu01", "passed": True, "phase": "Succeeded", "reason": "Test PASSED"}]
+    rows = site_summary(["gpu01"], hv, matches={"gpu01": "gpu01"}, labelled=labelled, capacity=capacity,
+                        validation=validation)
+    assert rows == [{"host": "gpu01", "node": "gpu01", "gpus": "8 x NVIDIA H100 80GB HBM3",
+                     "driver": "535.183.01", "runtime": "containerd: nvidia", "labels": "set +2 -1, tainted",
+                     "allocatable": "8", "validation": "passed"}]
+
+
+def test_a_host_whose_node_has_another_name_shows_both():
+    rows = site_summary(["gpu01"], hostvars(gpu01=(H100, {})), matches={"gpu01": "ip-10-0-3-12"})
+    assert rows[0]["node"] == "gpu01 (ip-10-0-3-12)"
+
+
+@pytest.mark.parametrize("gpu, gpus, validation", [
+    (None, "unknown (no facts)", "not run"),
+    ({"present": False, "count": 0, "devices": []}, "none (CPU-only)", "skipped"),
+])
+def test_hosts_without_facts_or_gpus(gpu, gpus, validation):
+    row = site_summary(["cpu01"], hostvars(cpu01=(gpu, {})))[0]
+    assert row == {"host": "cpu01", "node": "cpu01", "gpus": gpus, "driver": "-", "runtime": "-", "labels": "-",
+                   "allocatable": "-", "validation": validation}
+
+
+def test_plays_that_did_not_run_say_so():
+    row = site_summary(["gpu01"], hostvars(gpu01=(H100, {})), matches={"gpu01": "gpu01"})[0]
+    assert (row["runtime"], row["labels"], row["allocatable"], row["validation"]) == (
+        "not run", "not run", "not checked", "not run")
+
+
+def test_a_gpu_host_without_a_node_in_the_labels_result():
+    row = site_summary(["gpu01"], hostvars(gpu01=(H100, {})), matches={}, labelled=[])[0]
+    assert row["labels"] == "no node"
+
+
+def test_unchanged_labels_and_two_gpu_models():
+    hv = hostvars(gpu02=(MIXED, {"nvidia_container_toolkit_selected_runtimes": []}))
+    labelled = [{"name": "gpu02", "changed": False, "taints": []}]
+    row = site_summary(["gpu02"], hv, matches={"gpu02": "gpu02"}, labelled=labelled)[0]
+    assert (row["gpus"], row["labels"], row["runtime"]) == ("2 x Tesla T4 + NVIDIA A100-SXM4-40GB", "up to date",
+                                                            "none")
+
+
+def test_short_allocatable_and_failed_or_recorded_validation():
+    hv = hostvars(a=(H100, {}), b=(H100, {}))
+    capacity = [{"host": "a", "allocatable": 4, "expected": 8, "ok": False}]
+    validation = [{"node": "a", "passed": False, "reason": "Unschedulable: 0/3 nodes are available"},
+                  {"node": "b", "passed": True, "phase": "Recorded", "validated_at": "2026-11-21T10:00:00Z"}]
+    rows = site_summary(["a", "b"], hv, matches={"a": "a", "b": "b"}, capacity=capacity, validation=validation)
+    assert rows[0]["allocatable"] == "4 (expected 8)"
+    assert rows[0]["validation"] == "FAILED: Unschedulable: 0/3 nodes are available"
+    assert rows[1]["validation"] == "passed (recorded, 2026-11-21T10:00:00Z)"
+
+
+def test_driver_column_reads_the_driver_role_status_or_the_reboot_flag():
+    hv = hostvars(a=(H100, {"nvidia_driver_reboot_pending": True}),
+                  b=(H100, {"nvidia_driver_status": {"summary": "held, open modules"}}),
+                  c=(dict(H100, driver_version=None), {}))
+    rows = site_summary(["a", "b", "c"], hv)
+    assert [row["driver"] for row in rows] == ["535.183.01 (reboot pending)", "535.183.01 (held, open modules)",
+                                               "none"]
+
+
+def test_table_pads_columns_two_spaces_apart_without_trailing_blanks():
+    rows = [{"node": "gpu01", "gpus": "8 x H100", "driver": "535"}, {"node": "cpu-node-2", "gpus": "none",
+                                                                     "driver": "-"}]
+    assert table(rows, ["node", "gpus", "driver"]) == [
+        "NODE        GPUS      DRIVER",
+        "gpu01       8 x H100  535",
+        "cpu-node-2  none      -",
+    ]
+
+
+def test_table_refuses_what_is_not_rows():
+    with pytest.raises(AnsibleFilterError, match="list of rows"):
+        table("not rows")
