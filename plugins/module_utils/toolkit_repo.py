@@ -169,8 +169,9 @@ def apt_lists_prefix(url, arch):
     return uri.replace("/", "_")
 
 
-def cached_versions(url, arch, lists_dir=APT_LISTS):
+def cached_versions(url, arch, lists_dir=None):
     """{package: set(versions)} of the Packages index apt has for the flat source at ``url`` (empty: none cached)."""
+    lists_dir = lists_dir or APT_LISTS
     prefix = apt_lists_prefix(url, arch)
     versions = {}
     for path in glob.glob(os.path.join(lists_dir, glob.escape(prefix) + "Packages")):

@@ -336,8 +336,7 @@ def k3s_state(module, runtime, settings, mode):
         "detection": detection, "reason": reason, "version": (version_text.splitlines() or [""])[0].strip(),
         "generated": defs["generated"], "drop_in_path": path, "drop_in_content": content,
         "drop_in_in_place": read_text(path) == content,
-        "detected": node.generated_has_runtime(generated, settings["runtime_name"],
-                                              settings["set_as_default"]),
+        "detected": node.generated_has_runtime(generated, settings["runtime_name"], settings["set_as_default"]),
     }
 
 
@@ -422,7 +421,7 @@ def main():
             repo_manage=dict(type="bool", default=True),
             repo_deb_url=dict(type="str", default=""),
             repo_rpm_url=dict(type="str", default=""),
-            repo_key_fingerprints=dict(type="list", elements="str", default=[]),
+            repo_key_fingerprints=dict(type="list", elements="str", default=[], no_log=False),
             repo_key_checksum=dict(type="str", default="", no_log=False),
             repo_validate_certs=dict(type="bool", default=True),
             runtimes=dict(type="list", elements="str", default=[]),

@@ -93,6 +93,14 @@ options:
     description: Keep a timestamped copy of the key and the definition before they are replaced.
     type: bool
     default: false
+  owner:
+    description: Owner of the key file and the definition.
+    type: str
+    default: root
+  group:
+    description: Group of the key file and the definition.
+    type: str
+    default: root
 seealso:
   - module: kubegpu.nvidia.nvidia_container_toolkit_info
   - name: NVIDIA Container Toolkit installation guide
@@ -295,8 +303,10 @@ def run(module):
             key_bytes = rotated
             key_changed = key_bytes != installed
 
-    key_args = module.load_file_common_arguments(dict(path=params["key_path"], owner="root", group="root", mode="0644"))
-    source_args = module.load_file_common_arguments(dict(path=params["source_path"], owner="root", group="root", mode="0644"))
+    key_args = module.load_file_common_arguments(dict(path=params["key_path"], owner=params["owner"],
+                                                      group=params["group"], mode="0644"))
+    source_args = module.load_file_common_arguments(dict(path=params["source_path"], owner=params["owner"],
+                                                         group=params["group"], mode="0644"))
     result["key_fingerprints"] = repo.key_fingerprints(key_bytes)
     result["key_changed"] = key_changed
     result["source_changed"] = source_changed
@@ -332,8 +342,8 @@ def main():
         argument_spec=dict(
             family=dict(type="str", required=True),
             url=dict(type="str", required=True),
-            key_url=dict(type="str", required=True),
-            key_fingerprints=dict(type="list", elements="str", default=list(repo.NVIDIA_FINGERPRINTS)),
+            key_url=dict(type="str", required=True, no_log=False),
+            key_fingerprints=dict(type="list", elements="str", default=list(repo.NVIDIA_FINGERPRINTS), no_log=False),
             key_checksum=dict(type="str", default="", no_log=False),
             key_path=dict(type="path"),
             source_path=dict(type="path"),
@@ -341,6 +351,8 @@ def main():
             refresh=dict(type="bool", default=False),
             timeout=dict(type="int", default=30),
             backup=dict(type="bool", default=False),
+            owner=dict(type="str", default="root"),
+            group=dict(type="str", default="root"),
         ),
         supports_check_mode=True,
     )
