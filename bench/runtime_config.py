@@ -5,10 +5,13 @@ mirror and runtime tables to 2,000 lines. Timed in-process, median of --runs, wi
 module's own plan/apply functions on a temp file (what the module does between reading
 its arguments and returning):
 
-1. no-change path: the file already holds the runtime. Target: < 100 ms.
-   The standard library's tomllib answers "nothing to do" without the slower tomlkit.
-2. no-change path without tomllib (Python < 3.11 nodes): tomlkit parse + compare.
-3. change path: add the runtime (tomlkit parse, edit, render, atomic write).
+1. no-change path, one runtime: the file already holds it.
+2. no-change path, three managed runtimes (nvidia default, nvidia-cdi, nvidia-legacy). Target: < 100 ms.
+   The standard library's tomllib parses the file and the plan is empty: tomlkit never runs.
+3. the same in drop-in mode (main file and drop-in both read and planned).
+4. no-change path without tomllib (Python < 3.11 nodes): tomlkit parse + plan.
+5. change path: add the three runtimes (plan, tomlkit edit, render, check the result loads as
+   planned, atomic write).
 
 --appended puts the padding at the end of the file instead (tables out of order):
 tomlkit's handling of out-of-order tables is quadratic, so paths 2 and 3 take tens
@@ -67,6 +70,11 @@ def big_config(lines, appended=False):
     return "\n".join(text.split("\n")[:lines]) + "\n"
 
 
+THREE = [{"name": "nvidia", "path": None, "mode": None, "default": True},
+         {"name": "nvidia-cdi", "path": None, "mode": "cdi", "default": False},
+         {"name": "nvidia-legacy", "path": None, "mode": "legacy", "default": False}]
+
+
 class FakeModule:
     """The parts of AnsibleModule the plan/apply functions use."""
 
@@ -82,14 +90,26 @@ class FakeModule:
     def backup_local(self, path):
         return None
 
-    def run_command(self, argv):
+    def run_command(self, argv, **kwargs):
         return 0, "", ""
 
+    def selinux_enabled(self):
+        return False
 
-def params(path):
-    return dict(runtime="containerd", path=path, mode="in_place", drop_in_path=containerd_config.DEFAULT_DROP_IN,
-                flavor="containerd", runtime_name="nvidia", runtime_path=NV, set_as_default=True, cdi=True,
-                state="present", backup=False, validate=None)
+    def warn(self, msg):
+        print("warning:", msg)
+
+
+def params(path, three=False, mode="in_place", drop_in=containerd_config.DEFAULT_DROP_IN):
+    return dict(runtime="containerd", path=path, mode=mode, drop_in_path=drop_in,
+                flavor="containerd", runtime_name=None if three else "nvidia", runtime_path=None if three else NV,
+                runtimes=THREE if three else None, set_as_default=not three, cdi=True, state="present", backup=False,
+                validate=None, config_source="file", config_command=None)
+
+
+def plan(values):
+    module = FakeModule(values)
+    return module, mod.plan(module, values, mod.managed_runtimes(values))[0]
 
 
 def timed(func, runs):
@@ -112,41 +132,53 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="kubegpu-bench-") as tmp:
         path = os.path.join(tmp, "config.toml")
+        three_path = os.path.join(tmp, "three.toml")
+        main_path = os.path.join(tmp, "main.toml")
+        drop_path = os.path.join(tmp, "conf.d", "99-nvidia.toml")
         source = big_config(args.lines, args.appended)
+        runtimes = mod.managed_runtimes(params(three_path, three=True))
         configured, _v = containerd_config.edit_text(source, path, "present", "nvidia", NV, True, True)
-        print("config: %d lines (%d bytes, tables %s); with the runtime: %d lines" % (
+        three, _v = containerd_config.edit_text(source, three_path, "present", runtimes, cdi=True)
+        main, drop, _v = containerd_config.edit_drop_in(source, main_path, None, drop_path, "present", runtimes, cdi=True)
+        print("config: %d lines (%d bytes, tables %s); with one runtime: %d lines, with three: %d lines" % (
             source.count("\n"), len(source), "appended out of order" if args.appended else "in their sections",
-            configured.count("\n")))
+            configured.count("\n"), three.count("\n")))
+        os.makedirs(os.path.dirname(drop_path))
+        for name, text in ((path, configured), (three_path, three), (main_path, main), (drop_path, drop)):
+            with open(name, "w") as handle:
+                handle.write(text)
 
-        with open(path, "w") as handle:
-            handle.write(configured)
-
-        def no_change():
-            changes, _fields = mod.plan(params(path))
-            assert not any(c.changed for c in changes)
+        def no_change(values):
+            def run():
+                _module, changes = plan(values)
+                assert not any(c.changed for c in changes)
+            return run
 
         def no_change_tomlkit():
             with mock.patch.object(containerd_config, "tomllib", None):
-                no_change()
+                no_change(params(three_path, three=True))()
 
         def change():
-            with open(path, "w") as handle:
+            with open(three_path, "w") as handle:
                 handle.write(source)
-            module = FakeModule(params(path))
-            changes, _fields = mod.plan(module.params)
+            module, changes = plan(params(three_path, three=True))
             assert any(c.changed for c in changes)
             mod.apply_changes(module, changes)
 
+        slow = 1 if args.appended else 3
         rows = [
-            ("no-change path (tomllib check)", timed(no_change, args.runs), 100),
-            ("no-change path without tomllib", timed(no_change_tomlkit, 1 if args.appended else 3), None),
-            ("change path (parse, edit, write)", timed(change, 1 if args.appended else 3), None),
+            ("no-change path, one runtime", timed(no_change(params(path)), args.runs), None),
+            ("no-change path, three runtimes", timed(no_change(params(three_path, three=True)), args.runs), 100),
+            ("no-change, three runtimes, drop-in", timed(no_change(params(main_path, True, "drop_in", drop_path)),
+                                                         args.runs), 100),
+            ("no-change path without tomllib", timed(no_change_tomlkit, slow), None),
+            ("change path, three runtimes", timed(change, slow), None),
         ]
         for label, (median, low, high), target in rows:
             verdict = ""
             if target is not None:
                 verdict = "  target < %d ms: %s" % (target, "met" if median < target else "MISSED")
-            print("%-34s median %8.1f ms  (min %.1f, max %.1f)%s" % (label, median, low, high, verdict))
+            print("%-36s median %8.1f ms  (min %.1f, max %.1f)%s" % (label, median, low, high, verdict))
 
 
 if __name__ == "__main__":

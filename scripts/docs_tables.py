@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The role variable tables in docs/*.md, generated from each role's meta/argument_specs.yml.
 
 A table sits between two markers in a docs page:
@@ -7,9 +6,9 @@ A table sits between two markers in a docs page:
     ... generated, do not edit by hand ...
     <!-- END variables -->
 
-    scripts/docs_tables.py            rewrite every table from the argument specs
-    scripts/docs_tables.py --check    exit 1, naming the pages, when a table differs from its spec
-                                      (the lint stage of scripts/test.sh runs this)
+    python3 scripts/docs_tables.py            rewrite every table from the argument specs
+    python3 scripts/docs_tables.py --check    exit 1, naming the pages, when a table differs from its spec
+                                              (tests/unit/scripts/test_docs_tables.py runs it)
 
 Ansible's markup in the specs (C(), V(), O(), M(), I(), B(), U(), L()) becomes Markdown.
 """
@@ -111,7 +110,7 @@ def main(argv=None):
             with open(page, "w") as handle:
                 handle.write(new)
     if args.check and stale:
-        print("variable tables differ from the roles' argument specs in: %s (run scripts/docs_tables.py)"
+        print("variable tables differ from the roles' argument specs in: %s (run python3 scripts/docs_tables.py)"
               % ", ".join(stale), file=sys.stderr)
         return 1
     for page in stale:

@@ -12,10 +12,10 @@ author: kubegpu.nvidia maintainers (@kubegpu)
 version_added: 1.1.0
 short_description: The Kubernetes connection of the collection's plays and roles, from the kubegpu_* variables
 description:
-  - Returns the connection options of the Kubernetes modules (this collection's and C(kubernetes.core)'s) as a dict,
+  - "Returns the connection options of the Kubernetes modules (this collection's and C(kubernetes.core)'s) as a dict,
     built from the variables C(kubegpu_kubeconfig), C(kubegpu_context), C(kubegpu_host), C(kubegpu_api_key),
     C(kubegpu_validate_certs), C(kubegpu_ca_cert), C(kubegpu_client_cert), C(kubegpu_client_key), C(kubegpu_proxy),
-    C(kubegpu_no_proxy), C(kubegpu_impersonate_user) and C(kubegpu_impersonate_groups).
+    C(kubegpu_no_proxy), C(kubegpu_impersonate_user) and C(kubegpu_impersonate_groups)."
   - Meant for C(module_defaults) on the action group C(group/kubegpu.nvidia.k8s), which holds every module of this
     collection that talks to the API and the C(kubernetes.core) modules, so that a play sets its connection once.
   - A variable that is not defined, null or empty is left out, and the modules then fall back to the C(K8S_AUTH_*)
@@ -41,7 +41,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description: One dict of the connection options that are set, for example C({"kubeconfig": "/etc/kubernetes/admin.conf"}).
+  description: 'One dict of the connection options that are set, for example C({"kubeconfig": "/etc/kubernetes/admin.conf"}).'
   type: list
   elements: dict
 """
@@ -68,7 +68,6 @@ OPTIONS = {
     "impersonate_groups": list,
 }
 PREFIX = "kubegpu_"
-REMOVED_IN = "2.0.0"
 
 
 def _is_set(value):
@@ -83,8 +82,8 @@ def _checked(name, value, wanted):
     if wanted is str and isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, wanted):
-        raise AnsibleLookupError("%s must be a %s, not %s" % (name, "boolean" if wanted is bool else wanted.__name__,
-                                                               type(value).__name__))
+        kind = "boolean" if wanted is bool else wanted.__name__
+        raise AnsibleLookupError("%s must be a %s, not %s" % (name, kind, type(value).__name__))
     return value
 
 
@@ -122,6 +121,6 @@ class LookupModule(LookupBase):
                 values[name] = self._templar.template(variables[name])
 
         def warn(message):
-            display.deprecated(message, version=REMOVED_IN, collection_name="kubegpu.nvidia")
+            display.deprecated(message, version="2.0.0", collection_name="kubegpu.nvidia")
 
         return [connection(values, prefixes, warn)]

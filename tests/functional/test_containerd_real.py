@@ -245,3 +245,156 @@ def test_ansible_validate_refuses(containerds, tmp_path):
     assert "validate command failed" in result["msg"]
     assert cfg.read_text() == original
     assert sorted(os.listdir(str(tmp_path))) == ["config.toml"]
+
+
+# ------------------------------------------------------------- several runtimes, every spelling, the effective config
+
+THREE = [cc.runtime("nvidia", NV, default=True), cc.runtime("nvidia-cdi", NV + ".cdi", mode="cdi"),
+         cc.runtime("nvidia-legacy", NV + ".legacy", mode="legacy")]
+
+
+def check_three(data, release, systemd, default="nvidia"):
+    """containerd registered all three runtimes, each with its binary and the inherited options."""
+    cri = dump_cri(data)
+    runtimes = cri["containerd"]["runtimes"]
+    for item in THREE:
+        table = runtimes[item.name]
+        assert table["runtime_type"] == "io.containerd.runc.v2", item.name
+        assert table["options"]["BinaryName"] == item.path, item.name
+        assert table["options"].get("SystemdCgroup", False) is systemd, item.name
+    assert cri["containerd"]["default_runtime_name"] == default
+
+
+@pytest.mark.parametrize("name,release", CASES)
+def test_three_runtimes_in_place_load(containerds, tmp_path, name, release):
+    binary = binary_for(containerds, release)
+    version, systemd = CORPUS[name]
+    with open(os.path.join(FIXTURES, name)) as handle:
+        text = handle.read()
+    new, _v = cc.edit_text(text, name, "present", THREE, cdi=True)
+    path = tmp_path / "config.toml"
+    path.write_text(new)
+    check_three(dump(binary, path), release, systemd)
+
+
+SPELLINGS = {
+    "tables": '''version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+default_runtime_name = "runc"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+SystemdCgroup = true
+''',
+    "dotted-top-level": '''version = 2
+plugins."io.containerd.grpc.v1.cri".containerd.default_runtime_name = "runc"
+plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true
+plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.runtime_type = "io.containerd.runc.v2"
+''',
+    "dotted-under-plugins": '''version = 2
+[plugins]
+"io.containerd.grpc.v1.cri".containerd.default_runtime_name = "runc"
+"io.containerd.grpc.v1.cri".containerd.runtimes.runc.runtime_type = "io.containerd.runc.v2"
+"io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true
+''',
+    "inline-runtimes": '''version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+default_runtime_name = "runc"
+runtimes = { runc = { runtime_type = "io.containerd.runc.v2", options = { SystemdCgroup = true } } }
+''',
+    "inline-options": '''version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+default_runtime_name = "runc"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+runtime_type = "io.containerd.runc.v2"
+options = { SystemdCgroup = true }
+''',
+    "mixed": '''version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  containerd.default_runtime_name = "runc"
+  containerd.runtimes.runc.options = { SystemdCgroup = true }
+  containerd.runtimes.runc.runtime_type = "io.containerd.runc.v2"
+''',
+}
+
+
+def comparable(data):
+    """A dump without ``imports`` (containerd 2.x lists the loaded file itself there)."""
+    return dict((k, v) for k, v in data.items() if k != "imports")
+
+
+@pytest.mark.parametrize("release", ["1.6", "1.7", "2.x"])
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+def test_every_spelling_loads_as_the_table_spelling(containerds, tmp_path, release, spelling):
+    """Issue 12 item 3: the same configuration spelled differently gives the same config dump."""
+    binary = binary_for(containerds, release)
+    (tmp_path / "original.toml").write_text(SPELLINGS[spelling])
+    (tmp_path / "tables.toml").write_text(SPELLINGS["tables"])
+    assert comparable(dump(binary, tmp_path / "original.toml")) == comparable(dump(binary, tmp_path / "tables.toml"))
+    new, _v = cc.edit_text(SPELLINGS[spelling], spelling, "present", THREE, cdi=True)
+    expected, _v = cc.edit_text(SPELLINGS["tables"], "tables", "present", THREE, cdi=True)
+    (tmp_path / "edited.toml").write_text(new)
+    (tmp_path / "expected.toml").write_text(expected)
+    data = dump(binary, tmp_path / "edited.toml")
+    check_three(data, release, True)
+    assert comparable(data) == comparable(dump(binary, tmp_path / "expected.toml"))
+
+
+@pytest.mark.parametrize("release", ["1.6", "1.7", "2.x"])
+def test_runs_into_one_drop_in_load(containerds, tmp_path, release):
+    """Three runs, one runtime each, into one drop-in: containerd registers all three."""
+    binary = binary_for(containerds, release)
+    name = "containerd-2.x-systemd.toml" if release == "2.x" else "containerd-systemd-cgroup-comments.toml"
+    main = tmp_path / "config.toml"
+    shutil.copy(os.path.join(FIXTURES, name), str(main))
+    drop = tmp_path / "conf.d" / "99-nvidia.toml"
+    drop.parent.mkdir()
+    for item in THREE:
+        before = drop.read_text() if drop.exists() else None
+        new_main, new_drop, _v = cc.edit_drop_in(main.read_text(), str(main), before, str(drop), "present", [item])
+        main.write_text(new_main)
+        drop.write_text(new_drop)
+    check_three(dump(binary, main), release, True)
+
+
+def test_config_source_command_takes_options_from_imports(containerds, tmp_path):
+    """Issue 15 item 3: runc's SystemdCgroup set in an imported file reaches the new runtimes through
+    `containerd config dump`; without it (or when the command fails) only the main file is read."""
+    binary = binary_for(containerds, "2.x")
+    cfg = tmp_path / "config.toml"
+    (tmp_path / "conf.d").mkdir()
+    cfg.write_text('version = 3\nimports = ["%s/conf.d/*.toml"]\n' % tmp_path)
+    (tmp_path / "conf.d" / "10-runc.toml").write_text(
+        "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n"
+        "SystemdCgroup = true\nNoPivotRoot = true\n")
+    args = {"runtime": "containerd", "path": str(cfg), "flavor": "containerd",
+            "runtimes": [{"name": "nvidia", "default": True}, {"name": "nvidia-cdi", "mode": "cdi"},
+                         {"name": "nvidia-legacy", "mode": "legacy"}]}
+    rc, _shown, result = ansible(dict(args, config_source="command",
+                                      config_command="%s --config %%s config dump" % binary), check=True)
+    assert rc == 0 and result["config_source"] == "command" and result["options_source"] == "runc"
+    rc, _shown, result = ansible(dict(args, config_source="command", config_command="%s --config %%s config dump" % binary))
+    assert rc == 0 and result["changed"] is True
+    data = dump(binary, cfg)
+    check_three(data, "2.x", True)
+    assert all(dump_cri(data)["containerd"]["runtimes"][r.name]["options"]["NoPivotRoot"] is True for r in THREE)
+    plain = tmp_path / "plain.toml"
+    plain.write_text('version = 3\n')
+    rc, _shown, result = ansible(dict(args, path=str(plain), config_source="command",
+                                      config_command="/nonexistent/containerd --config %s config dump"))
+    assert rc == 0 and result["config_source"] == "file" and result["options_source"] is None
+
+
+def test_ansible_edits_through_a_link_with_validate(containerds, tmp_path):
+    """Issue 12 item 1: config.toml is a link; the target is edited (validated by containerd), the link stays."""
+    binary = binary_for(containerds, "1.6")
+    (tmp_path / "real").mkdir()
+    shutil.copy(os.path.join(FIXTURES, "containerd-1.6-default.toml"), str(tmp_path / "real" / "config.toml"))
+    os.symlink("real/config.toml", str(tmp_path / "config.toml"))
+    rc, _shown, result = ansible({"runtime": "containerd", "path": str(tmp_path / "config.toml"), "backup": True,
+                                  "validate": "%s --config %%s config dump" % binary})
+    assert rc == 0 and result["changed"] is True
+    assert os.readlink(str(tmp_path / "config.toml")) == "real/config.toml"
+    assert os.path.dirname(result["backup_file"]) == str(tmp_path / "real")
+    nvidia = dump_cri(dump(binary, tmp_path / "config.toml"))["containerd"]["runtimes"]["nvidia"]
+    assert nvidia["options"]["BinaryName"] == NV

@@ -72,6 +72,9 @@ RESOURCES = [
     Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",),
              subresources=("status",), generation=True),
+    # stored only: the resources a CRD defines are not served
+    Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
+             ("crd", "crds"), subresources=("status",), generation=True),
 ]
 
 SUBRESOURCE_KIND = {"status": None, "log": "Pod", "eviction": "Eviction"}

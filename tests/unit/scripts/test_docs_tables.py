@@ -41,8 +41,8 @@ def test_a_table_lists_every_option_in_spec_order_with_type_and_default():
 
 
 def test_render_replaces_only_the_marked_block(monkeypatch):
-    monkeypatch.setattr(docs_tables, "load_spec", lambda ref: {"options": {"r_a": {"type": "int", "default": 3,
-                                                                                    "description": ["A."]}}})
+    spec = {"options": {"r_a": {"type": "int", "default": 3, "description": ["A."]}}}
+    monkeypatch.setattr(docs_tables, "load_spec", lambda ref: spec)
     text = ("# Page\n\n<!-- BEGIN variables: r -->\nold table\n<!-- END variables -->\n\nkept\n")
     assert docs_tables.render(text) == (
         "# Page\n\n<!-- BEGIN variables: r -->\n| variable | type | default | description |\n"

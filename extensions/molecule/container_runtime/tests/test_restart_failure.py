@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 
 import testinfra.utils.ansible_runner
 
@@ -21,14 +22,25 @@ def test_restart_failure_restores_the_backup(host, run_playbook):
     before = host.file("/etc/docker/daemon.json").content_string
     assert "nvidia" in json.loads(before)["runtimes"]
     backups_before = backups(host)
+    defaults = host.file("/etc/default/docker")
+    defaults_before = defaults.content_string if defaults.exists else None
 
-    returncode, output = run_playbook(os.path.join(HERE, "..", "restart_failure.yml"))
+    try:
+        returncode, output = run_playbook(os.path.join(HERE, "..", "restart_failure.yml"))
+    finally:
+        # dockerd's command line as it was (restart_failure.yml gave it --default-runtime=runc)
+        if defaults_before is None:
+            host.run("rm -f /etc/default/docker")
+        else:
+            host.run("printf '%%s' %s > /etc/default/docker" % shlex.quote(defaults_before))
+        host.run("systemctl restart docker")
     assert returncode == 2, output
     assert "failed=1" in output, output
     # both outcomes: the first restart's error, and the restart with the restored file
-    assert "Restarting docker after adding the runc runtime failed" in output, output
+    assert "Restarting docker after adding the nvidia runtime failed" in output, output
     assert "Unable to restart service docker" in output, output
-    assert "runtime name 'runc' is reserved" in output, output  # dockerd's own error, from its log
+    # dockerd's own error, from its log
+    assert "specified both as a flag and in the configuration file: default-runtime" in output, output
     assert "The previous configuration was restored from /etc/docker/daemon.json." in output, output
     assert "The runtime was restarted with it and runs again." in output, output
 

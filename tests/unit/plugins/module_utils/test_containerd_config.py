@@ -196,7 +196,7 @@ def test_unsupported_versions(text):
 
 
 def test_wrong_type_for_table():
-    with pytest.raises(ConfigFileError, match="expected a table"):
+    with pytest.raises(ConfigFileError, match="^f: plugins must be a table, found an integer$"):
         cc.edit_text('version = 2\nplugins = 3\n', "f", "present", "nvidia", NV)
 
 

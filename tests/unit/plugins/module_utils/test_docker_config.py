@@ -103,8 +103,79 @@ def test_parse_error_position(text, line, col):
     assert err.value.msg.startswith("/etc/docker/daemon.json is not valid JSON: line %d, column %d" % (line, col))
 
 
-@pytest.mark.parametrize("text,match", [("[]", "JSON object"), ('{"runtimes": []}', "not an object"),
-                                        ('{"features": 1}', "not an object")])
+@pytest.mark.parametrize("text,match", [
+    ("[]", "^f: expected a JSON object at the top level, found an array$"),
+    ('{"runtimes": []}', "^f: runtimes must be an object, found an array$"),
+    ('{"features": 1}', "^f: features must be an object, found a number$"),
+    ('{"default-runtime": 1}', "^f: default-runtime must be a string, found a number$"),
+    ('{"runtimes": {"nvidia": "x"}}', "^f: runtimes.nvidia must be an object, found a string$"),
+])
 def test_wrong_shapes(text, match):
     with pytest.raises(ConfigFileError, match=match):
         dc.edit_text(text, "f", "present", "nvidia", NV, cdi=True)
+
+
+# ------------------------------------------------------------- names, several runtimes, upstream cases
+# "upstream" cases follow NVIDIA/nvidia-container-toolkit pkg/config/engine/docker/docker_test.go
+# (TestUpdateConfigDefaultRuntime, TestUpdateConfigRuntimes).
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import containerd_config as cc  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ['nv"idia', "nv[idia]", "nvidia\n", "nv idia", "-nvidia", "nv/idia", "nv\x01", ""])
+def test_invalid_docker_names(name):
+    with pytest.raises(ConfigFileError) as err:
+        dc.check_name(name)
+    assert err.value.msg in ("runtime name must not be empty",
+                             "runtime name %s is not valid for Docker: letters, digits, '_', '.' and '-', starting with "
+                             "a letter or digit (Docker's name rule)" % cc.show(name))
+
+
+@pytest.mark.parametrize("name", ["runc", "io.containerd.runc.v2"])
+def test_reserved_docker_names(name):
+    with pytest.raises(ConfigFileError, match="is reserved by dockerd for its built-in runc"):
+        dc.check_name(name)
+
+
+@pytest.mark.parametrize("name", ["nvidia", "NVIDIA", "nvidia_cdi", "nvidia.legacy", "9"])
+def test_valid_docker_names(name):
+    dc.check_name(name)
+
+
+@pytest.mark.parametrize("config,default,expected", [
+    ({}, False, None),
+    ({}, True, "NAME"),
+    ({"default-runtime": "ALREADY_SET"}, False, "ALREADY_SET"),
+    ({"default-runtime": "ALREADY_SET"}, True, "NAME"),
+])
+def test_upstream_default_runtime(config, default, expected):
+    assert dc.apply(config, "present", "NAME", "/x", default).get("default-runtime") == expected
+
+
+@pytest.mark.parametrize("config,expected", [
+    ({}, {"runtime1": {"path": "/test/runtime/dir/runtime1", "args": []},
+          "runtime2": {"path": "/test/runtime/dir/runtime2", "args": []}}),
+    ({"runtimes": {"runtime1": {"path": "runtime1", "args": []}}},
+     {"runtime1": {"path": "/test/runtime/dir/runtime1", "args": []},
+      "runtime2": {"path": "/test/runtime/dir/runtime2", "args": []}}),
+    ({"runtimes": {"not-nvidia": {"path": "some-other-path", "args": []}}},
+     {"not-nvidia": {"path": "some-other-path", "args": []},
+      "runtime1": {"path": "/test/runtime/dir/runtime1", "args": []},
+      "runtime2": {"path": "/test/runtime/dir/runtime2", "args": []}}),
+])
+def test_upstream_runtimes(config, expected):
+    runtimes = [cc.runtime("runtime1", "/test/runtime/dir/runtime1"), cc.runtime("runtime2", "/test/runtime/dir/runtime2")]
+    assert dc.apply(config, "present", runtimes)["runtimes"] == expected
+
+
+def test_several_runtimes_one_default_and_partial_absent():
+    runtimes = [cc.runtime("nvidia", NV, True), cc.runtime("nvidia-cdi", NV + ".cdi"),
+                cc.runtime("nvidia-legacy", NV + ".legacy")]
+    text = dc.edit_text(fixture("daemon-other-runtime.json"), "f", "present", runtimes, cdi=True)
+    data = json.loads(text)
+    assert data["default-runtime"] == "nvidia"
+    assert {n: e["path"] for n, e in data["runtimes"].items() if n.startswith("nvidia")} == {
+        "nvidia": NV, "nvidia-cdi": NV + ".cdi", "nvidia-legacy": NV + ".legacy"}
+    assert dc.edit_text(text, "f", "present", [runtimes[1]], cdi=True) is text  # the others stay
+    fewer = json.loads(dc.edit_text(text, "f", "absent", [runtimes[0]]))
+    assert "default-runtime" not in fewer and sorted(fewer["runtimes"]) == ["nvidia-cdi", "nvidia-legacy", "runsc"]

@@ -268,3 +268,123 @@ def test_crio_drop_in(capsys, tmp_path):
 def test_empty_runtime_name(capsys, tmp_path):
     result = run_module(capsys, dict(runtime="docker", path=str(tmp_path / "d.json"), runtime_name=" "))
     assert result["failed"] is True and result["msg"] == "runtime_name must not be empty"
+
+
+# ------------------------------------------------------------- several runtimes (issue 15 item 1)
+
+THREE = [{"name": "nvidia", "default": True}, {"name": "nvidia-cdi", "mode": "cdi"},
+         {"name": "nvidia-legacy", "mode": "legacy"}]
+
+
+def test_three_runtimes_check_mode_diff_apply_idempotent(capsys, tmp_path):
+    cfg = copy_fixture(tmp_path, "containerd-systemd-cgroup-comments.toml", "config.toml")
+    original = cfg.read_text()
+    args = dict(runtime="containerd", path=str(cfg), runtimes=THREE, cdi=True, backup=True)
+    checked = run_module(capsys, args, check=True, diff=True)
+    assert checked["changed"] is True and cfg.read_text() == original
+    assert checked["runtimes"] == [
+        {"name": "nvidia", "path": NV, "mode": None, "default": True},
+        {"name": "nvidia-cdi", "path": NV + ".cdi", "mode": "cdi", "default": False},
+        {"name": "nvidia-legacy", "path": NV + ".legacy", "mode": "legacy", "default": False}]
+    assert checked["options_source"] == "runc" and checked["config_source"] == "file"
+    applied = run_module(capsys, args)
+    assert cfg.read_text() == checked["diff"]["after"]
+    data = tomlkit.parse(cfg.read_text()).unwrap()
+    containerd = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert containerd["default_runtime_name"] == "nvidia"
+    for entry in applied["runtimes"]:
+        assert containerd["runtimes"][entry["name"]]["options"] == {"BinaryName": entry["path"], "SystemdCgroup": True}
+    assert os.path.exists(applied["backup_file"])
+    again = run_module(capsys, args, diff=True)
+    assert again["changed"] is False and "diff" not in again
+    # a run that manages one of them keeps the others
+    one = run_module(capsys, dict(runtime="containerd", path=str(cfg), runtimes=[THREE[1]], cdi=True))
+    assert one["changed"] is False
+
+
+def test_three_runs_into_one_drop_in(capsys, tmp_path):
+    """As issue 15 measured it: three runs, one runtime each, the first one default; nothing is lost."""
+    cfg = copy_fixture(tmp_path, "containerd-1.7-default.toml", "config.toml")
+    drop = tmp_path / "conf.d" / "99-nvidia.toml"
+    results = []
+    for name, default in (("nvidia", True), ("nvidia-cdi", False), ("nvidia-legacy", False)):
+        results.append(run_module(capsys, dict(runtime="containerd", path=str(cfg), mode="drop_in", drop_in_path=str(drop),
+                                               runtime_name=name, runtime_path=NV + name[6:].replace("-", "."),
+                                               set_as_default=default)))
+    assert [r["changed"] for r in results] == [True, True, True]
+    data = tomlkit.parse(drop.read_text()).unwrap()
+    containerd = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert containerd["default_runtime_name"] == "nvidia"
+    assert {n: containerd["runtimes"][n]["options"]["BinaryName"] for n in ("nvidia", "nvidia-cdi", "nvidia-legacy")} == {
+        "nvidia": NV, "nvidia-cdi": NV + ".cdi", "nvidia-legacy": NV + ".legacy"}
+    again = run_module(capsys, dict(runtime="containerd", path=str(cfg), mode="drop_in", drop_in_path=str(drop),
+                                    runtime_name="nvidia-cdi", runtime_path=NV + ".cdi"))
+    assert again["changed"] is False
+    gone = run_module(capsys, dict(runtime="containerd", path=str(cfg), mode="drop_in", drop_in_path=str(drop),
+                                   runtimes=[{"name": "nvidia-cdi"}], state="absent"))
+    assert gone["changed"] is True and drop.exists()
+    assert "nvidia-cdi" not in tomlkit.parse(drop.read_text()).unwrap()["plugins"]["io.containerd.grpc.v1.cri"][
+        "containerd"]["runtimes"]
+
+
+@pytest.mark.parametrize("runtime,name", [("docker", "daemon-other-runtime.json"), ("crio", None)])
+def test_three_runtimes_docker_and_crio(capsys, tmp_path, runtime, name):
+    if runtime == "crio":
+        copy_fixture(tmp_path, "crio.conf")
+        cfg = tmp_path / "crio.conf.d" / "99-nvidia.toml"
+    else:
+        cfg = copy_fixture(tmp_path, name)
+    args = dict(runtime=runtime, path=str(cfg), runtimes=THREE)
+    applied = run_module(capsys, args)
+    assert applied["changed"] is True
+    assert run_module(capsys, args)["changed"] is False
+    text = cfg.read_text()
+    for suffix in ("", ".cdi", ".legacy"):
+        assert NV + suffix + '"' in text
+    if runtime == "crio":
+        assert applied["options_source"] == "crun"
+
+
+def test_crio_backup_lies_outside_the_drop_in_directory(capsys, tmp_path):
+    """CRI-O reads every file under crio.conf.d: a backup there would be loaded after the drop-in."""
+    copy_fixture(tmp_path, "crio.conf")
+    drop = tmp_path / "crio.conf.d" / "99-nvidia.toml"
+    run_module(capsys, dict(runtime="crio", path=str(drop)))
+    changed = run_module(capsys, dict(runtime="crio", path=str(drop), set_as_default=True, backup=True))
+    assert os.path.dirname(changed["backup_file"]) == str(tmp_path)
+    assert listing(tmp_path / "crio.conf.d") == ["99-nvidia.toml"]
+    removed = run_module(capsys, dict(runtime="crio", path=str(drop), state="absent", backup=True))
+    assert os.path.dirname(removed["backup_file"]) == str(tmp_path) and listing(tmp_path / "crio.conf.d") == []
+
+
+def test_config_source_command(capsys, tmp_path):
+    """The effective configuration comes from the command's output (here a script printing a dump)."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    script = tmp_path / "dump.sh"
+    script.write_text('#!/bin/sh\ntest "$1" = --config && test "$2" = %s || exit 9\ncat <<EOF\nversion = 2\n'
+                      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+                      'runtime_type = "io.containerd.runc.v2"\n'
+                      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
+                      'SystemdCgroup = true\nBinaryName = ""\nEOF\n' % cfg)
+    os.chmod(str(script), 0o755)
+    result = run_module(capsys, dict(runtime="containerd", path=str(cfg), runtimes=THREE, config_source="command",
+                                     config_command="%s --config %%s" % script))
+    assert result["config_source"] == "command" and result["options_source"] == "runc"
+    runtimes = tomlkit.parse(cfg.read_text()).unwrap()["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["nvidia-cdi"]["options"] == {"BinaryName": NV + ".cdi", "SystemdCgroup": True}
+
+
+def test_missing_binary_of_a_mode_is_a_warning(capsys, tmp_path, monkeypatch):
+    """A mode whose binary the installed toolkit does not ship: the file is written, the run warns."""
+    warned = []
+    monkeypatch.setattr(mod.AnsibleModule, "warn", lambda self, msg: warned.append(msg))
+    present = tmp_path / "nvidia-container-runtime"
+    present.write_text("#!/bin/sh\n")
+    result = run_module(capsys, dict(runtime="docker", path=str(tmp_path / "daemon.json"), runtimes=[
+        {"name": "nvidia", "path": str(present)}, {"name": "nvidia-cdi", "path": str(tmp_path / "nvidia-container-runtime.cdi"),
+                                                   "mode": "cdi"}]))
+    assert result["changed"] is True
+    assert warned == ["the binary of runtime nvidia-cdi, %s (mode cdi), is not on the node (yet): containers of that "
+                      "runtime cannot start until an installed NVIDIA Container Toolkit provides it"
+                      % (tmp_path / "nvidia-container-runtime.cdi")]
