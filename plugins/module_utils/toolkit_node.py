@@ -80,6 +80,16 @@ DETECTED_RUNTIMES = {
 }
 K3S_DROP_IN = "90-kubegpu-nvidia-runtime.yaml"
 
+# The binary of each mode of nvidia-container-runtime, as nvidia-ctk-installer names them
+# (cmd/nvidia-ctk-installer/container/operator/operator.go); container_runtime_nvidia's defaults too.
+MODE_PATHS = {
+    "auto": "/usr/bin/nvidia-container-runtime",
+    "cdi": "/usr/bin/nvidia-container-runtime.cdi",
+    "legacy": "/usr/bin/nvidia-container-runtime.legacy",
+}
+# container_runtime_nvidia reads the effective configuration (config_source: command) of these
+CONFIG_COMMAND_RUNTIMES = ("containerd", "crio")
+
 
 def unit_names():
     """The systemd services of every runtime, in ORDER (``<name>.service``)."""
@@ -151,11 +161,47 @@ def service_for(runtime, present):
     return services[0]
 
 
+def nvidia_runtimes(settings):
+    """The NVIDIA runtimes the role manages in each container runtime, each {name, path, mode, default}.
+
+    ``settings["nvidia_runtimes"]`` (nvidia_container_toolkit_nvidia_runtimes: several runtimes together, for
+    example nvidia, nvidia-cdi and nvidia-legacy as the GPU Operator configures them), else the one runtime of
+    runtime_name, runtime_path and set_as_default.
+    """
+    entries = settings.get("nvidia_runtimes") or []
+    if not entries:
+        return [{"name": settings["runtime_name"], "path": settings["runtime_path"], "mode": None,
+                 "default": bool(settings["set_as_default"])}]
+    out = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
+            raise InputError("nvidia_container_toolkit_nvidia_runtimes[%d]: every runtime needs a name" % index)
+        unknown = sorted(set(entry) - {"name", "path", "mode", "default"})
+        if unknown:
+            raise InputError("nvidia_container_toolkit_nvidia_runtimes[%d] (%s): unknown key(s) %s; a runtime has name, "
+                             "path, mode and default" % (index, entry["name"], ", ".join(unknown)))
+        mode = entry.get("mode")
+        if mode not in (None, "auto", "cdi", "legacy"):
+            raise InputError("nvidia_container_toolkit_nvidia_runtimes[%d] (%s): mode must be auto, cdi or legacy, not %r"
+                             % (index, entry["name"], mode))
+        out.append({"name": entry["name"], "path": entry.get("path") or MODE_PATHS[mode or "auto"], "mode": mode,
+                    "default": bool(entry.get("default"))})
+    names = [entry["name"] for entry in out]
+    twice = sorted(set(name for name in names if names.count(name) > 1))
+    if twice:
+        raise InputError("nvidia_container_toolkit_nvidia_runtimes names %s more than once" % ", ".join(twice))
+    if sum(entry["default"] for entry in out) > 1:
+        raise InputError("nvidia_container_toolkit_nvidia_runtimes: at most one runtime can be the default (%s are)"
+                         % ", ".join(entry["name"] for entry in out if entry["default"]))
+    return out
+
+
 def configure_args(runtime, settings):
     """The arguments of ``container_runtime_nvidia`` for ``runtime`` (an argument left out takes the module's default).
 
     ``settings``: runtime_name, runtime_path, set_as_default, cdi (None: leave), backup, validate (bool),
-    containerd_mode, config_paths ({runtime: path}).
+    containerd_mode, config_paths ({runtime: path}); optional nvidia_runtimes (several runtimes together, the
+    module's ``runtimes``) and config_source (``command``: options from the runtime's effective configuration).
     """
     defs = RUNTIMES[runtime]
     containerd = defs["module_runtime"] == "containerd"
@@ -163,12 +209,19 @@ def configure_args(runtime, settings):
     args = {
         "runtime": defs["module_runtime"],
         "path": (settings.get("config_paths") or {}).get(runtime) or defs["path"],
-        "runtime_name": settings["runtime_name"],
-        "runtime_path": settings["runtime_path"],
-        "set_as_default": bool(settings["set_as_default"]),
         "backup": bool(settings["backup"]),
         "state": "present",
     }
+    if settings.get("nvidia_runtimes"):
+        args["runtimes"] = [dict((key, value) for key, value in (("name", entry["name"]), ("path", entry.get("path")),
+                                                                 ("mode", entry.get("mode")),
+                                                                 ("default", bool(entry.get("default")))) if value is not None)
+                            for entry in settings["nvidia_runtimes"]]
+    else:
+        args.update(runtime_name=settings["runtime_name"], runtime_path=settings["runtime_path"],
+                    set_as_default=bool(settings["set_as_default"]))
+    if settings.get("config_source") == "command" and runtime in CONFIG_COMMAND_RUNTIMES:
+        args["config_source"] = "command"
     if "flavor" in defs:
         args["flavor"] = defs["flavor"]
     if containerd:
@@ -292,10 +345,11 @@ def k3s_detection(runtime, mode, version_text, settings):
     """
     if mode == "never":
         return False, "nvidia_container_toolkit_k3s_runtime_detection is never"
-    name, path = settings["runtime_name"], settings["runtime_path"]
-    if DETECTED_RUNTIMES.get(name) != path:
-        return False, "%s finds only %s; the runtime %s at %s needs the template" % (
-            runtime, ", ".join("%s (%s)" % item for item in sorted(DETECTED_RUNTIMES.items())), name, path)
+    for entry in nvidia_runtimes(settings):
+        name, path = entry["name"], entry["path"]
+        if DETECTED_RUNTIMES.get(name) != path:
+            return False, "%s finds only %s; the runtime %s at %s needs the template" % (
+                runtime, ", ".join("%s (%s)" % item for item in sorted(DETECTED_RUNTIMES.items())), name, path)
     if settings.get("cdi") is not None:
         return False, "nvidia_container_toolkit_cdi is set, which %s's own configuration does not take" % runtime
     if settings.get("config_paths", {}).get(runtime):
@@ -314,9 +368,10 @@ def k3s_detection(runtime, mode, version_text, settings):
 def k3s_drop_in(runtime, settings):
     """The config.yaml.d drop-in that makes the NVIDIA runtime k3s's or RKE2's default: (path, content or None)."""
     path = os.path.join(RUNTIMES[runtime]["config_dir"], K3S_DROP_IN)
-    if not settings["set_as_default"]:
+    default = [entry["name"] for entry in nvidia_runtimes(settings) if entry["default"]]
+    if not default:
         return path, None
-    return path, "# Managed by kubegpu.nvidia.nvidia_container_toolkit\ndefault-runtime: %s\n" % settings["runtime_name"]
+    return path, "# Managed by kubegpu.nvidia.nvidia_container_toolkit\ndefault-runtime: %s\n" % default[0]
 
 
 def generated_has_runtime(text, name, as_default=False):

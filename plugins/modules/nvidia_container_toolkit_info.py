@@ -128,6 +128,19 @@ options:
     description: Configuration file per runtime where it is not the default.
     type: dict
     default: {}
+  nvidia_runtimes:
+    description:
+      - Several NVIDIA runtimes managed together (C(name), C(mode) V(auto)/V(cdi)/V(legacy), C(path), C(default)), as
+        M(kubegpu.nvidia.container_runtime_nvidia)'s O(kubegpu.nvidia.container_runtime_nvidia#module:runtimes) takes
+        them; replaces O(runtime_name), O(runtime_path) and O(set_as_default). Empty manages the one runtime of those.
+    type: list
+    elements: dict
+    default: []
+  config_source:
+    description: V(command) has containerd and CRI-O take the new runtimes' options from their effective configuration.
+    type: str
+    choices: [file, command]
+    default: file
   record:
     description: Whether the role records the runtime configuration and skips the module while the record holds.
     type: bool
@@ -211,6 +224,12 @@ runtimes:
   type: list
   elements: str
   sample: [containerd, docker]
+nvidia_runtimes:
+  description: The NVIDIA runtimes each container runtime gets, each with C(name) and C(path) (what the role verifies).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime"}]
 services:
   description: The systemd unit to restart for each runtime.
   returned: always
@@ -332,11 +351,14 @@ def k3s_state(module, runtime, settings, mode):
     detection, reason = node.k3s_detection(runtime, mode, version_text, settings)
     path, content = node.k3s_drop_in(runtime, settings)
     generated = read_text(defs["generated"])
+    wanted = node.nvidia_runtimes(settings)
+    default = [entry["name"] for entry in wanted if entry["default"]]
     return {
         "detection": detection, "reason": reason, "version": (version_text.splitlines() or [""])[0].strip(),
         "generated": defs["generated"], "drop_in_path": path, "drop_in_content": content,
         "drop_in_in_place": read_text(path) == content,
-        "detected": node.generated_has_runtime(generated, settings["runtime_name"], settings["set_as_default"]),
+        "detected": all(node.generated_has_runtime(generated, entry["name"]) for entry in wanted) and (
+            not default or node.generated_has_runtime(generated, default[0], as_default=True)),
     }
 
 
@@ -356,7 +378,9 @@ def gather(module):
     selected = node.select_runtimes(params["runtimes"], states)
     present = node.present_units(states)
     settings = dict((key, params[key]) for key in (
-        "runtime_name", "runtime_path", "set_as_default", "cdi", "backup", "validate", "containerd_mode", "config_paths"))
+        "runtime_name", "runtime_path", "set_as_default", "cdi", "backup", "validate", "containerd_mode", "config_paths",
+        "nvidia_runtimes", "config_source"))
+    managed = node.nvidia_runtimes(settings)
 
     k3s = {}
     for runtime in selected:
@@ -399,6 +423,7 @@ def gather(module):
         "install_needed": install_needed,
         "repo": repo_info,
         "runtimes": selected,
+        "nvidia_runtimes": [{"name": entry["name"], "path": entry["path"]} for entry in managed],
         "services": dict((runtime, node.service_for(runtime, present)) for runtime in selected),
         "configure": [{"name": runtime, "args": args[runtime]} for runtime in templated if runtime not in in_place],
         "in_place": in_place,
@@ -433,6 +458,8 @@ def main():
             validate=dict(type="bool", default=True),
             containerd_mode=dict(type="str", default="in_place", choices=["in_place", "drop_in"]),
             config_paths=dict(type="dict", default={}),
+            nvidia_runtimes=dict(type="list", elements="dict", default=[]),
+            config_source=dict(type="str", default="file", choices=["file", "command"]),
             record=dict(type="bool", default=True),
             record_path=dict(type="path", default=node.RECORD_PATH),
             k3s_runtime_detection=dict(type="str", default="auto", choices=["auto", "always", "never"]),

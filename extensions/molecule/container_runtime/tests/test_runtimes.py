@@ -39,8 +39,8 @@ def modified_at(host, path):
 
 
 def test_pinned_packages_from_the_mirror(host):
-    # The mirror has 1.17.8-1, 1.18.1-1 and 1.20.0-1; the role pins 1.20.0-1 (tests/functional/test_toolkit_repo_lab.py
-    # moves a node between pinned versions).
+    # The mirror has 1.17.8-1, 1.18.1-1 and 1.20.0-1; the role pins 1.20.0-1 (the toolkit scenario
+    # moves a node between pinned versions: extensions/molecule/toolkit/tests/test_key_rotation.py).
     for package in PACKAGES:
         assert host.package(package).version == "1.20.0-1", package
     source = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").content_string

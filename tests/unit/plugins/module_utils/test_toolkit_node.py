@@ -213,3 +213,46 @@ def test_cdi_with_an_older_toolkit_generates_the_spec_when_the_driver_changes():
     stale = cdi(version="1.17.8-1", spec="libcuda.so.535.161.08\n")
     assert stale["action"] == "generate" and "does not name the loaded driver 535.183.01" in stale["reason"]
     assert cdi(enabled=False)["mode"] == "off"
+
+
+# ------------------------------------------------------------------ several NVIDIA runtimes together
+THREE = [{"name": "nvidia", "default": True}, {"name": "nvidia-cdi", "mode": "cdi"}, {"name": "nvidia-legacy", "mode": "legacy"}]
+
+
+def test_several_runtimes_are_handed_to_the_module_as_its_runtimes_list():
+    # as the GPU Operator's toolkit installer configures them (cmd/nvidia-ctk-installer/container/operator/operator.go)
+    settings = dict(SETTINGS, nvidia_runtimes=THREE, config_source="command")
+    args = node.configure_args("containerd", settings)
+    assert args["runtimes"] == [{"name": "nvidia", "default": True}, {"name": "nvidia-cdi", "mode": "cdi", "default": False},
+                                {"name": "nvidia-legacy", "mode": "legacy", "default": False}]
+    assert "runtime_name" not in args and "runtime_path" not in args and "set_as_default" not in args
+    assert args["config_source"] == "command"
+    # Docker has no command for its effective configuration (daemon.json is all of it)
+    assert "config_source" not in node.configure_args("docker", settings)
+    assert node.nvidia_runtimes(settings) == [
+        {"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime", "mode": None, "default": True},
+        {"name": "nvidia-cdi", "path": "/usr/bin/nvidia-container-runtime.cdi", "mode": "cdi", "default": False},
+        {"name": "nvidia-legacy", "path": "/usr/bin/nvidia-container-runtime.legacy", "mode": "legacy", "default": False}]
+    # without the list: the one runtime of runtime_name, runtime_path and set_as_default
+    assert node.nvidia_runtimes(SETTINGS) == [{"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime", "mode": None,
+                                              "default": False}]
+
+
+@pytest.mark.parametrize("runtimes, message", [
+    ([{"mode": "cdi"}], r"nvidia_runtimes\[0\]: every runtime needs a name"),
+    ([{"name": "nvidia", "runtime": "x"}], r"unknown key\(s\) runtime"),
+    ([{"name": "nvidia", "mode": "jit"}], r"mode must be auto, cdi or legacy, not 'jit'"),
+    ([{"name": "nvidia"}, {"name": "nvidia", "mode": "cdi"}], "names nvidia more than once"),
+    ([{"name": "a", "default": True}, {"name": "b", "default": True}], "at most one runtime can be the default .a, b are."),
+])
+def test_a_runtimes_list_the_module_would_refuse_is_refused_before_the_node_changes(runtimes, message):
+    with pytest.raises(InputError, match=message):
+        node.nvidia_runtimes(dict(SETTINGS, nvidia_runtimes=runtimes))
+
+
+def test_k3s_finds_nvidia_and_nvidia_cdi_but_not_nvidia_legacy():
+    found, _reason = node.k3s_detection("k3s", "auto", "k3s version v1.30.0+k3s1", dict(SETTINGS, nvidia_runtimes=THREE[:2]))
+    assert found is True
+    assert node.k3s_drop_in("k3s", dict(SETTINGS, nvidia_runtimes=THREE[:2]))[1].endswith("default-runtime: nvidia\n")
+    found, reason = node.k3s_detection("k3s", "auto", "k3s version v1.30.0+k3s1", dict(SETTINGS, nvidia_runtimes=THREE))
+    assert found is False and "nvidia-legacy" in reason
