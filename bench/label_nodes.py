@@ -28,6 +28,9 @@ size and summed up at the end as "met" or "MISSED" (exit status 1 when one is mi
               the in-process figure is printed beside it for reference, but only the ansible-playbook
               figure decides the target
 
+First it prints what importing the module's Kubernetes client costs in a fresh Python, and what importing
+the kubernetes library's CoreV1Api on top would cost (every module run pays it).
+
     python bench/label_nodes.py [--sizes 1000,5000] [--kubectl-sample 50] [--per-node-sample 200]
 """
 import argparse
@@ -268,6 +271,31 @@ def leg_kubectl(server, names, sample, kubectl):
     return {"wall": wall, "counts": server.counts(), "done": len(chosen)}
 
 
+IMPORT_PROBES = [
+    ("the module's client (kubernetes, DynamicClient)",
+     "from ansible_collections.kubegpu.nvidia.plugins.module_utils import k8s_client"),
+    ("the same plus CoreV1Api (the generated API class)",
+     "from ansible_collections.kubegpu.nvidia.plugins.module_utils import k8s_client\n"
+     "from kubernetes.client import CoreV1Api"),
+]
+
+
+def client_costs(runs=5):
+    """Seconds to import the module's Kubernetes client in a fresh Python, with and without CoreV1Api (best of runs).
+
+    Every module run pays this: the reason the requests go by path through DynamicClient.request (see
+    docs/k8s_gpu_label.md) rather than through CoreV1Api's methods.
+    """
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, ".cache", "collections"))
+    costs = []
+    for what, code in IMPORT_PROBES:
+        timing = "import time\nstart = time.perf_counter()\n%s\nprint(time.perf_counter() - start)" % code
+        best = min(float(subprocess.run([sys.executable, "-c", timing], capture_output=True, text=True, env=env,
+                                        check=True).stdout) for _run in range(runs))
+        costs.append((what, best))
+    return costs
+
+
 def fmt_counts(counts):
     return ", ".join("%s %d" % kv for kv in sorted(counts.items())) or "none"
 
@@ -285,6 +313,8 @@ def main():
                              check=False).stdout.strip().splitlines()
     print("kubectl: %s (%s)" % (kubectl_what, version[0] if version else kubectl))
     print("machine: %d CPUs, load average %.1f" % (os.cpu_count(), os.getloadavg()[0]))
+    for what, seconds in client_costs():
+        print("import of %-52s %.2f s per module run" % (what + ":", seconds))
     ok = True
     summary = []
     for size in [int(s) for s in args.sizes.split(",")]:

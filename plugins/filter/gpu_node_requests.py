@@ -8,39 +8,43 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
+
+display = Display()
+
+
+def deprecated(message):
+    """A deprecation warning of the collection (Ansible shows each one once)."""
+    display.deprecated(message, version="2.0.0", collection_name="kubegpu.nvidia")
 
 # The per-device facts the labels are derived from (UUIDs, PCI addresses and the like would only
 # make the module's arguments, and Ansible's handling of them, larger for a whole cluster).
-DEVICE_KEYS = ("name", "product", "memory_mib", "compute_capability", "mig")
+DEVICE_KEYS = ("name", "product", "memory_mib", "compute_capability", "pci_class", "mig")
+# of each MIG device: what GFD's MIG labels and the device plugin's MIG resources read (not its UUID or slot)
+MIG_ATTRIBUTE_KEYS = ("multiprocessors", "slices", "engines")
 GPU_KEYS = ("source", "driver_version", "cuda_driver_version", "machine")
 
 
-def _aliases(host, host_vars, facts):
-    default_ipv4 = facts.get("default_ipv4") or {}
-    candidates = [host, host_vars.get("ansible_host") or "", facts.get("hostname") or "", facts.get("fqdn") or "",
-                  facts.get("nodename") or "", default_ipv4.get("address") or ""]
-    candidates += list(facts.get("all_ipv4_addresses") or [])
-    aliases = []
-    for value in candidates:
-        value = str(value)
-        if value and not value.startswith("127.") and value not in aliases:
-            aliases.append(value)
-    return aliases
-
-
 def _label_mig(mig):
-    """The MIG mode and, of each MIG device, what the labels read: its profile and memory (not its UUID)."""
+    """The MIG mode and, of each MIG device, what the labels read: its profile, memory and attributes."""
     if not isinstance(mig, dict) or mig.get("devices") is None:
         return mig
-    return dict(mig, devices=[{"profile": one.get("profile"), "memory_mib": one.get("memory_mib")}
-                              for one in mig["devices"]])
+    return dict(mig, devices=[_label_mig_device(one) for one in mig["devices"]])
+
+
+def _label_mig_device(mig):
+    entry = {"profile": mig.get("profile"), "memory_mib": mig.get("memory_mib")}
+    entry.update((key, mig[key]) for key in MIG_ATTRIBUTE_KEYS if mig.get(key) is not None)
+    return entry
 
 
 def label_facts(gpu):
     """The part of ``nvidia_gpu`` facts the labels come from.
 
-    Identical neighbouring devices (same model, memory, compute capability, MIG mode and MIG devices'
-    profiles: the usual node of 4 or 8 GPUs) become one entry with ``count``, so the arguments for a
+    Identical neighbouring devices (same model, memory, compute capability, PCI class, MIG mode and MIG
+    devices: the usual node of 4 or 8 GPUs) become one entry with ``count``, so the arguments for a
     whole cluster stay small; k8s_gpu_label counts such an entry as that many devices.
     """
     devices = []
@@ -57,11 +61,12 @@ def label_facts(gpu):
 
 
 def gpu_node_requests(hosts, hostvars):
-    """One ``{name, aliases, facts}`` per host of ``hosts`` whose ``nvidia_gpu`` facts show a GPU.
+    """One ``{name, host, aliases, facts}`` per host of ``hosts`` whose ``nvidia_gpu`` facts show a GPU.
 
-    ``name`` is the host variable ``k8s_gpu_node_name``, else the inventory name; ``aliases`` are the
-    names and addresses the host is known by (to find its node by hostname or InternalIP); ``facts``
-    is the part of its ``nvidia_gpu`` facts the labels come from (``label_facts``).
+    ``name`` is the host variable ``kubegpu_node_name`` (``inventory_hosts.node_name``), else the inventory
+    name; ``host`` the inventory name; ``aliases`` are the names and addresses the host is known by (to find
+    its node by hostname or InternalIP); ``facts`` is the part of its ``nvidia_gpu`` facts the labels come
+    from (``label_facts``).
     """
     if isinstance(hosts, str):
         hosts = [hosts]
@@ -75,8 +80,8 @@ def gpu_node_requests(hosts, hostvars):
         gpu = facts.get("nvidia_gpu") or {}
         if not gpu.get("present"):
             continue
-        requests.append({"name": host_vars.get("k8s_gpu_node_name") or host,
-                         "aliases": _aliases(host, host_vars, facts), "facts": label_facts(gpu)})
+        requests.append({"name": node_name(host, host_vars, deprecated), "host": host,
+                         "aliases": host_aliases(host, host_vars, facts), "facts": label_facts(gpu)})
     return requests
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters kubegpu.nvidia.site_summary and kubegpu.nvidia.summary_table: the summary of a site run."""
+"""Filters kubegpu.nvidia.site_summary, summary_table and validation_table: the tables a site run prints."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +13,7 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import
     COLUMNS,
     summary_rows,
     summary_table,
+    validation_table,
 )
 
 
@@ -34,8 +35,15 @@ def table(rows, columns=None):
     return summary_table(rows, tuple(columns) if columns else COLUMNS)
 
 
+def validation(results):
+    """The validation results (k8s_gpu_validate's results) as the lines of a table."""
+    if not isinstance(results, list) or not all(isinstance(row, dict) for row in results):
+        raise AnsibleFilterError("validation_table expects the validation results (a list of dicts)")
+    return validation_table(results)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"site_summary": site_summary, "summary_table": table}
+        return {"site_summary": site_summary, "summary_table": table, "validation_table": validation}

@@ -3,13 +3,25 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Node labels computed from GPU facts the way GPU Feature Discovery (GFD) computes them.
+"""Node labels computed from GPU facts the way GPU Feature Discovery (GFD) v0.20 computes them.
 
-The rules follow NVIDIA/k8s-device-plugin ``internal/lm`` (GFD): product names
-are sanitised, one GPU model names the ``nvidia.com/gpu.*`` resource labels,
-MIG-enabled GPUs are labelled without sharing information, the MIG strategy
-``single`` replaces the resource labels with the MIG ones, and ``mixed`` adds
-``nvidia.com/mig-<profile>.*`` labels per MIG profile.
+The rules follow NVIDIA/k8s-device-plugin v0.20.0 ``internal/lm`` (GFD's labelers) for a node's GPU
+facts and the device plugin configuration the node gets (``plugin_view``: its MIG strategy, its
+sharing strategy, ``renameByDefault`` and the replicas of each shared resource):
+
+* ``nvml.go``: the version labels, ``mig.capable``, ``mps.capable`` (``true`` only with MPS sharing;
+  MIG-enabled GPUs make MPS an error) and ``gpu.mode`` from the GPUs' PCI class;
+* ``resource.go``: per resource, ``product`` (sanitised, ``-SHARED`` when shared and not renamed),
+  ``count``, ``replicas``, ``sharing-strategy``, ``memory`` and the architecture labels of full GPUs,
+  the MIG device attribute labels (``memory``, ``multiprocessors``, ``slices.*``, ``engines.*``) of MIG
+  resources;
+* ``mig-strategy.go``: MIG-enabled GPUs are labelled without sharing (replicas 0), full GPUs override
+  them; ``single`` relabels ``nvidia.com/gpu`` from the MIG devices (or ``<model>-MIG-INVALID``);
+  ``mixed`` adds ``nvidia.com/mig-<profile>.*`` per MIG profile (``+`` of a profile becomes ``.``).
+
+Labels GFD alone writes and the facts cannot give (``nvidia.com/gfd.timestamp``, ``nvidia.com/gpu.clique``
+of fabric-attached GPUs, the vGPU labels) are not produced; a MIG attribute the facts do not know
+(``None``) leaves its label out.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,29 +29,37 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from functools import lru_cache
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
 MANAGED_LABEL_PREFIX = "nvidia.com/"
+GPU_RESOURCE = "nvidia.com/gpu"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
 
-# Every fixed label key gfd_labels() can produce: with the per-MIG-profile keys below, the labels this
-# collection owns on a node.  Other nvidia.com/ labels (nvidia.com/device-plugin.config set by
-# k8s_device_plugin, labels only GFD itself sets, such as nvidia.com/gfd.timestamp or a MIG profile's
-# multiprocessors and engines.*) belong to someone else.  tests/unit keep these equal to what the
-# rules yield.
+# The MIG device attribute labels of a MIG resource (internal/resource/nvml-mig-device.go GetAttributes).
+MIG_ENGINES = ("copy", "decoder", "encoder", "jpeg", "ofa")
+MIG_ATTRIBUTE_SUFFIXES = ("memory", "multiprocessors", "slices.gi", "slices.ci") + tuple(
+    "engines." + engine for engine in MIG_ENGINES)
+
+# Every fixed label key node_labels() can produce: with the per-MIG-profile keys below, the labels this
+# collection owns on a node.  Other nvidia.com/ labels (nvidia.com/device-plugin.config, written from the
+# device plugin configuration, labels only GFD itself sets, such as nvidia.com/gfd.timestamp) belong to
+# someone else.  tests/unit keep these equal to what the rules yield.
 MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
     "gpu.present",
     "gpu.machine",
+    "gpu.mode",
     "gpu.count",
     "gpu.replicas",
     "gpu.sharing-strategy",
     "gpu.product",
-    "gpu.memory",
     "gpu.family",
     "gpu.compute.major",
     "gpu.compute.minor",
-    "gpu.slices.gi",
-    "gpu.slices.ci",
     "mig.capable",
     "mig.strategy",
+    "mps.capable",
     "cuda.driver.major",
     "cuda.driver.minor",
     "cuda.driver.rev",
@@ -52,14 +72,16 @@ MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
     "cuda.runtime-version.major",
     "cuda.runtime-version.minor",
     "cuda.runtime-version.full",
-))
+) + tuple("gpu." + suffix for suffix in MIG_ATTRIBUTE_SUFFIXES))
 
 # mig_strategy mixed: nvidia.com/mig-<profile>.<suffix> for each MIG profile on the node.
 MIG_RESOURCE_PREFIX = MANAGED_LABEL_PREFIX + "mig-"
-MIG_LABEL_SUFFIXES = ("product", "count", "replicas", "memory", "slices.gi", "slices.ci")
-# a MIG profile: [<compute slices>c.]<GPU slices>g.<memory>gb, such as 3g.20gb or 1c.3g.20gb. A profile with
-# an extension (1g.10gb+me) gets no nvidia.com/mig-<profile>.* labels: a label key cannot hold a "+".
-_MIG_PROFILE = re.compile(r"^(?:(?P<ci>[0-9]+)c\.)?(?P<gi>[0-9]+)g\.[0-9]+gb$")
+MIG_LABEL_SUFFIXES = ("product", "count", "replicas", "sharing-strategy") + MIG_ATTRIBUTE_SUFFIXES
+# a MIG profile as go-nvlib writes it (pkg/nvlib/device/mig_profile.go): [<c>c.]<g>g.<gb>gb, optionally with an
+# extension such as +me, +me.all, +gfx or -me.
+_MIG_PROFILE = re.compile(r"^(?:(?P<ci>[0-9]+)c\.)?(?P<gi>[0-9]+)g\.[0-9]+gb(?P<ext>[+-][A-Za-z.]+)?$")
+# the same in a label key or resource name, where "+" became "."
+_MIG_PROFILE_IN_KEY = re.compile(r"^(?:[0-9]+c\.)?[0-9]+g\.[0-9]+gb(?:[.-][A-Za-z]+(?:\.[A-Za-z]+)?)?$")
 
 # The seeds' nodeSelector label, set from the facts as accelerator=nvidia-<model>.
 ACCELERATOR_LABEL = "accelerator"
@@ -70,10 +92,14 @@ SHARING_STRATEGIES = ("none", "time-slicing", "mps")
 
 LABEL_VALUE_MAX = 63
 
+# PCI classes GFD tells apart (go-nvlib nvpci: PCIVgaControllerClass, PCI3dControllerClass)
+PCI_VGA_CLASS = 0x030000
+PCI_3D_CLASS = 0x030200
+
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9\-_. ]")
 _EDGE_JUNK = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
-# compute capability major -> family, as GFD's getArchFamily (minor splits below)
+# compute capability major -> family, as GFD's getArchFamily (internal/lm/resource.go; minor splits below)
 _FAMILY_BY_MAJOR = {
     1: "tesla",
     2: "fermi",
@@ -83,11 +109,16 @@ _FAMILY_BY_MAJOR = {
     9: "hopper",
     10: "blackwell",
     12: "blackwell",
+    13: "rubin",
 }
 
 
+class LabelError(InputError):
+    """GPU facts and a device plugin configuration GFD refuses to label (MPS on MIG-enabled GPUs)."""
+
+
 def sanitise_label_value(text):
-    """Return ``text`` as GFD sanitises a label value.
+    """Return ``text`` as GFD sanitises a label value (internal/lm/resource.go sanitise).
 
     Characters outside ``[A-Za-z0-9-_. ]`` are dropped and every run of
     white space becomes one ``-`` ("Tesla T4" -> "Tesla-T4").  So that the
@@ -96,7 +127,13 @@ def sanitise_label_value(text):
     """
     if text is None:
         return ""
-    value = "-".join(_INVALID_CHARS.sub("", str(text)).split())
+    return _sanitised(str(text))
+
+
+@lru_cache(maxsize=4096)
+def _sanitised(text):
+    # the same few model names and MIG profiles come back for every node of a cluster
+    value = "-".join(_INVALID_CHARS.sub("", text).split())
     value = _EDGE_JUNK.sub("", value)
     if len(value) > LABEL_VALUE_MAX:
         value = _EDGE_JUNK.sub("", value[:LABEL_VALUE_MAX])
@@ -123,7 +160,7 @@ def gpu_family(compute_capability):
     """Return the architecture family for a compute capability (``"8.0"`` -> ``"ampere"``).
 
     None when the capability is unknown; ``"undefined"`` (as GFD) for a
-    capability no family is known for.
+    capability no family is known for (11.x, 4.x).
     """
     parsed = parse_compute_capability(compute_capability)
     if parsed is None:
@@ -145,10 +182,30 @@ def accelerator_label_value(product_name):
     return value
 
 
+@lru_cache(maxsize=1024)
+def mig_profile_parts(profile):
+    """``(gpu slices, compute slices)`` of a MIG profile (``"1c.3g.20gb"`` -> ``(3, 1)``), None when unparsable."""
+    match = _MIG_PROFILE.match(profile or "")
+    if not match:
+        return None
+    gi = int(match.group("gi"))
+    return gi, int(match.group("ci")) if match.group("ci") else gi
+
+
+def mig_resource_name(profile):
+    """The resource (and label key prefix) GFD and the device plugin use for a MIG profile under ``mixed``.
+
+    ``"1g.10gb+me"`` -> ``"nvidia.com/mig-1g.10gb.me"`` (internal/resource/nvml-mig-device.go GetName,
+    internal/rm/rm.go AddDefaultResourcesToConfig).
+    """
+    return MIG_RESOURCE_PREFIX + str(profile or "").replace("+", ".")
+
+
 def is_managed_label(key, value=None):
     """True when the label ``key`` (with ``value``) is one this collection sets from GPU facts.
 
-    That is a key of MANAGED_LABEL_KEYS, or the ``accelerator`` label holding a value of the form
+    That is a key of MANAGED_LABEL_KEYS, a per-MIG-profile key of ``mig_strategy: mixed``
+    (``nvidia.com/mig-<profile>.<suffix>``), or the ``accelerator`` label holding a value of the form
     this collection writes (``nvidia-<model>``).  Any other label, under ``nvidia.com/`` or not,
     is someone else's: stale-label removal never touches it.
     """
@@ -156,10 +213,35 @@ def is_managed_label(key, value=None):
         return True
     if key.startswith(MIG_RESOURCE_PREFIX):
         for suffix in MIG_LABEL_SUFFIXES:
-            if key.endswith("." + suffix) and _MIG_PROFILE.match(key[len(MIG_RESOURCE_PREFIX):-len(suffix) - 1]):
+            if key.endswith("." + suffix) and _MIG_PROFILE_IN_KEY.match(key[len(MIG_RESOURCE_PREFIX):-len(suffix) - 1]):
                 return True
         return False
     return key == ACCELERATOR_LABEL and str(value or "").startswith(ACCELERATOR_VALUE_PREFIX)
+
+
+def plugin_view(mig_strategy="none", sharing_strategy="none", rename_by_default=False, replicas=None):
+    """What the labels read of one device plugin configuration.
+
+    ``replicas``: {resource name: replicas} of the configuration's sharing entries (each 2 or more).
+    """
+    return {"mig_strategy": mig_strategy, "sharing_strategy": sharing_strategy,
+            "rename_by_default": bool(rename_by_default), "replicas": dict(replicas or {})}
+
+
+NO_SHARING = plugin_view()
+
+
+def _sharing(plugin, resource, disabled=False):
+    """``(replicas, sharing-strategy, -SHARED suffix)`` of ``resource`` (internal/lm/resource.go baseLabeler).
+
+    ``disabled``: the labeler of MIG-enabled full GPUs, which has no sharing (replicas 0).
+    """
+    if disabled:
+        return 0, "none", False
+    replicas = plugin["replicas"].get(resource, 1)
+    if replicas > 1:
+        return replicas, plugin["sharing_strategy"], not plugin["rename_by_default"]
+    return replicas, "none", False
 
 
 def _product(parts, shared):
@@ -172,22 +254,13 @@ def _product(parts, shared):
     return sanitise_label_value("-".join(names))
 
 
-def _resource_labels(name, devices, count, sharing_strategy, replicas):
-    """Labels of the ``nvidia.com/gpu`` resource for one GPU model.
-
-    ``sharing_strategy`` None means "sharing disabled" (MIG-enabled GPUs):
-    replicas is then 0, as in GFD.
-    """
-    prefix = MANAGED_LABEL_PREFIX + "gpu."
-    if sharing_strategy is None:
-        replicas_value, strategy, shared = 0, "none", False
-    else:
-        replicas_value = replicas
-        shared = replicas > 1 and sharing_strategy != "none"
-        strategy = sharing_strategy if shared else "none"
+def _resource_labels(plugin, name, devices, count, disabled):
+    """Labels of the ``nvidia.com/gpu`` resource for one GPU model (NewGPUResourceLabeler)."""
+    prefix = GPU_RESOURCE + "."
+    replicas, strategy, shared = _sharing(plugin, GPU_RESOURCE, disabled)
     labels = {
         prefix + "count": str(count),
-        prefix + "replicas": str(replicas_value),
+        prefix + "replicas": str(replicas),
         prefix + "sharing-strategy": strategy,
     }
     product = _product([name], shared)
@@ -232,6 +305,30 @@ def _version_labels(driver_version, cuda_driver_version):
     return labels
 
 
+def _pci_class(value):
+    """A PCI class as an int (``"0x030200"``, ``"030200"`` or an int), None when unknown."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip(), 16)
+    except ValueError:
+        return None
+
+
+def gpu_mode(devices):
+    """``nvidia.com/gpu.mode`` of the GPUs (internal/lm/nvml.go newGPUModeLabeler, getModeForClasses).
+
+    All ``0x030000`` (VGA controller): ``graphics``; all ``0x030200`` (3D controller): ``compute``; a mix,
+    another class, or a class that could not be read: ``unknown``.
+    """
+    classes = set(_pci_class(device.get("pci_class")) for device in devices)
+    if len(classes) != 1:
+        return "unknown"
+    return {PCI_VGA_CLASS: "graphics", PCI_3D_CLASS: "compute"}.get(classes.pop(), "unknown")
+
+
 def _models(devices):
     """Group devices by model name, keeping the order of first appearance."""
     order, groups = [], {}
@@ -244,39 +341,60 @@ def _models(devices):
     return order, groups
 
 
-def _mig_enabled(device):
+def mig_enabled(device):
+    """Whether a facts device has MIG mode on."""
     return (device.get("mig") or {}).get("current") == 1
 
 
-def _mig_resource_labels(prefix, model, profile, migs, sharing_strategy, replicas):
-    """The labels of one MIG resource: ``prefix`` is ``nvidia.com/gpu.`` (single) or ``nvidia.com/mig-<profile>.``.
+def _mig_attribute_labels(prefix, profile, mig):
+    """The MIG device attribute labels (nvml-mig-device.go GetAttributes) of one MIG device of a resource.
 
-    As GFD's MIG resource labeler, less what it reads from NVML's device attributes and the facts do not
-    carry (multiprocessors, engines.*); the slices come from the profile's name.
+    Attributes the facts do not know are left out, except the slices, which the profile's name gives.
     """
-    shared = sharing_strategy not in (None, "none") and replicas > 1
-    labels = {
-        prefix + "count": str(len(migs)),
-        prefix + "replicas": str(replicas if shared else 1),
-    }
-    product = _product([model, "MIG", profile], shared)
-    if product:
-        labels[prefix + "product"] = product
-    memory = migs[0].get("memory_mib")
-    if memory:
+    labels = {}
+    memory = mig.get("memory_mib")
+    if memory is not None:
         labels[prefix + "memory"] = str(int(memory))
-    parsed = _MIG_PROFILE.match(profile or "")
-    if parsed:
-        labels[prefix + "slices.gi"] = parsed.group("gi")
-        labels[prefix + "slices.ci"] = parsed.group("ci") or parsed.group("gi")
+    if mig.get("multiprocessors") is not None:
+        labels[prefix + "multiprocessors"] = str(int(mig["multiprocessors"]))
+    slices = mig.get("slices") or {}
+    parts = mig_profile_parts(profile)
+    gi = slices.get("gi") if slices.get("gi") is not None else (parts[0] if parts else None)
+    ci = slices.get("ci") if slices.get("ci") is not None else (parts[1] if parts else None)
+    if gi is not None:
+        labels[prefix + "slices.gi"] = str(int(gi))
+    if ci is not None:
+        labels[prefix + "slices.ci"] = str(int(ci))
+    engines = mig.get("engines") or {}
+    for engine in MIG_ENGINES:
+        if engines.get(engine) is not None:
+            labels[prefix + "engines." + engine] = str(int(engines[engine]))
     return labels
 
 
-def _mig_profiles(devices):
-    """[(profile, model, [MIG devices])] of the MIG devices the facts know, by first appearance."""
+def _mig_resource_labels(plugin, resource, model, profile, migs):
+    """The labels of one MIG resource (NewMIGResourceLabeler): ``resource`` is ``nvidia.com/gpu`` (single) or
+    ``nvidia.com/mig-<profile>`` (mixed); sharing is that of the configuration's entry of that name.
+    """
+    prefix = resource + "."
+    replicas, strategy, shared = _sharing(plugin, resource)
+    labels = {
+        prefix + "count": str(len(migs)),
+        prefix + "replicas": str(replicas),
+        prefix + "sharing-strategy": strategy,
+    }
+    product = _product([model, "MIG", str(profile or "").replace("+", ".")], shared)
+    if product:
+        labels[prefix + "product"] = product
+    labels.update(_mig_attribute_labels(prefix, profile, migs[0]))
+    return labels
+
+
+def mig_profiles(devices):
+    """[(profile, model, [MIG devices])] of the MIG-enabled GPUs' known MIG devices, by first appearance."""
     order, groups, models = [], {}, {}
     for device in devices:
-        if not _mig_enabled(device):
+        if not mig_enabled(device):
             continue
         for mig in (device.get("mig") or {}).get("devices") or []:
             profile = mig.get("profile") or ""
@@ -288,24 +406,28 @@ def _mig_profiles(devices):
     return [(profile, models[profile], groups[profile]) for profile in order]
 
 
-def _mig_single_invalid(devices, enabled, profiles):
-    """Why mig_strategy single cannot label these GPUs (GFD then labels <model>-MIG-INVALID), or None.
+def mig_single_invalid(devices):
+    """Why mig_strategy single cannot use these GPUs (GFD then labels <model>-MIG-INVALID), or None.
 
-    ``enabled``: the MIG-enabled ones of ``devices``; ``profiles``: ``_mig_profiles(enabled)``.
+    As mig-strategy.go newMigStrategySingleLabeler: a MIG-enabled GPU without MIG devices, MIG-enabled next to
+    MIG-disabled GPUs, or more than one MIG profile; also when the facts do not know the MIG devices.
     """
+    enabled = [device for device in devices if mig_enabled(device)]
+    if not enabled:
+        return None
     if any((device.get("mig") or {}).get("devices") is None for device in enabled):
-        return "the MIG devices are not known"
+        return "the facts do not list the MIG devices"
     if any(not (device.get("mig") or {}).get("devices") for device in enabled):
         return "a MIG-enabled GPU has no MIG device"
     if len(enabled) != len(devices):
         return "MIG-enabled and MIG-disabled GPUs"
-    if len(profiles) != 1:
+    if len(mig_profiles(enabled)) != 1:
         return "more than one MIG profile"
     return None
 
 
 def validate_label_options(mig_strategy="none", sharing_strategy="none", replicas=1):
-    """Return an error message for an invalid option combination, else None."""
+    """Return an error message for an invalid combination of the per-option form, else None."""
     if mig_strategy not in MIG_STRATEGIES:
         return "mig_strategy must be one of %s, got %r" % (", ".join(MIG_STRATEGIES), mig_strategy)
     if sharing_strategy not in SHARING_STRATEGIES:
@@ -326,35 +448,38 @@ def expand_devices(devices):
     for device in devices or []:
         count = device.get("count", 1) if isinstance(device, dict) else 1
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ValueError("a device's count must be a positive integer, got %r" % (count,))
+            raise InputError("a device's count must be a positive integer, got %r" % (count,))
         expanded.extend([device] * count)
     return expanded
 
 
-def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
-    """Return the GFD-compatible ``nvidia.com/`` node labels for ``facts`` (``ansible_facts.nvidia_gpu``).
+def node_labels(facts, plugin=None):
+    """Return the GFD v0.20 ``nvidia.com/`` node labels for ``facts`` (``ansible_facts.nvidia_gpu``).
 
-    A machine without GPUs gets no labels.  With several GPU models, the model
-    of the lowest-index GPU names the resource labels (GFD picks one at
-    random and warns), and ``gpu.count`` counts the GPUs of that model.
-    ``mig_strategy=single`` labels the MIG devices as ``nvidia.com/gpu`` when
-    every GPU is MIG-enabled and holds MIG devices of one profile, else GFD's
-    ``<model>-MIG-INVALID`` labels (also when the facts do not know the MIG
-    devices: ``nvidia-smi`` or the PCI bus as source); ``mixed`` adds
-    ``nvidia.com/mig-<profile>.*`` for each profile of the MIG devices known.
+    ``plugin``: the device plugin configuration the node gets, as ``plugin_view`` returns it (no sharing
+    and MIG strategy ``none`` by default).
+
+    A machine without GPUs gets no labels.  With several GPU models, the model of the lowest-index GPU
+    names the resource labels (GFD picks one at random and warns), and ``gpu.count`` counts the GPUs of
+    that model.  Raises LabelError for MPS sharing on a node with a MIG-enabled GPU, which GFD refuses
+    (internal/lm/nvml.go isMPSCapable).
     """
-    error = validate_label_options(mig_strategy, sharing_strategy, replicas)
-    if error:
-        raise ValueError(error)
-    devices = expand_devices((facts or {}).get("devices"))
-    if not (facts or {}).get("present") or not devices:
+    plugin = plugin or NO_SHARING
+    facts = facts or {}
+    devices = expand_devices(facts.get("devices"))
+    if not facts.get("present") or not devices:
         return {}
-    source = facts.get("source")
-    driver_known = source in ("nvml", "nvidia-smi")
+    driver_known = facts.get("source") in ("nvml", "nvidia-smi")
+    mps = plugin["sharing_strategy"] == "mps" and any(r > 1 for r in plugin["replicas"].values())
+    if mps and any(mig_enabled(device) for device in devices):
+        raise LabelError("MPS sharing is not supported on MIG-enabled GPUs (GPU Feature Discovery and the device "
+                         "plugin refuse it)")
 
     labels = {
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.machine": sanitise_label_value(facts.get("machine")) or "unknown",
+        "nvidia.com/mps.capable": "true" if mps else "false",
+        "nvidia.com/gpu.mode": gpu_mode(devices),
     }
     labels.update(_version_labels(facts.get("driver_version"), facts.get("cuda_driver_version")))
     if driver_known:
@@ -363,40 +488,52 @@ def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
 
     order, groups = _models(devices)
     counts = dict((name, len(groups[name])) for name in order)
-    mig_models = [name for name in order if any(_mig_enabled(d) for d in groups[name])]
-    full_models = [name for name in order if any(not _mig_enabled(d) for d in groups[name])]
-    # Later labelers override earlier ones (GFD merge order: MIG-enabled
-    # models first, full GPUs after); walking each list backwards makes the
-    # lowest-index model the one that wins.
+    mig_models = [name for name in order if any(mig_enabled(d) for d in groups[name])]
+    full_models = [name for name in order if any(not mig_enabled(d) for d in groups[name])]
+    # Later labelers override earlier ones (GFD merge order: MIG-enabled models first, full GPUs after);
+    # walking each list backwards makes the lowest-index model the one that wins.
     for name in reversed(mig_models):
-        enabled = [d for d in groups[name] if _mig_enabled(d)]
-        labels.update(_resource_labels(name, enabled, counts[name], None, replicas))
+        enabled = [d for d in groups[name] if mig_enabled(d)]
+        labels.update(_resource_labels(plugin, name, enabled, counts[name], disabled=True))
     for name in reversed(full_models):
-        full = [d for d in groups[name] if not _mig_enabled(d)]
-        labels.update(_resource_labels(name, full, counts[name], sharing_strategy, replicas))
+        full = [d for d in groups[name] if not mig_enabled(d)]
+        labels.update(_resource_labels(plugin, name, full, counts[name], disabled=False))
 
-    if mig_strategy != "none":
-        labels["nvidia.com/mig.strategy"] = mig_strategy
-        enabled = [d for d in devices if _mig_enabled(d)]
-        profiles = _mig_profiles(enabled)
-        if mig_strategy == "single" and enabled:
-            if _mig_single_invalid(devices, enabled, profiles):
+    strategy = plugin["mig_strategy"]
+    if strategy != "none":
+        labels["nvidia.com/mig.strategy"] = strategy
+        enabled = [d for d in devices if mig_enabled(d)]
+        if strategy == "single" and enabled:
+            if mig_single_invalid(devices):
+                prefix = GPU_RESOURCE + "."
                 labels.update({
-                    "nvidia.com/gpu.product": _product([enabled[0].get("name"), "MIG", "INVALID"], False),
-                    "nvidia.com/gpu.count": "0",
-                    "nvidia.com/gpu.replicas": "0",
-                    "nvidia.com/gpu.memory": "0",
+                    prefix + "product": _product([enabled[0].get("name"), "MIG", "INVALID"], False),
+                    prefix + "count": "0",
+                    prefix + "replicas": "0",
+                    prefix + "sharing-strategy": "",
+                    prefix + "memory": "0",
                 })
             else:
-                profile, model, migs = profiles[0]
-                labels.update(_mig_resource_labels(MANAGED_LABEL_PREFIX + "gpu.", model, profile, migs,
-                                                   sharing_strategy, replicas))
-        elif mig_strategy == "mixed":
-            for profile, model, migs in profiles:
-                if _MIG_PROFILE.match(profile):
-                    labels.update(_mig_resource_labels(MIG_RESOURCE_PREFIX + profile + ".", model, profile, migs,
-                                                       None, 1))
+                profile, model, migs = mig_profiles(enabled)[0]
+                labels.update(_mig_resource_labels(plugin, GPU_RESOURCE, model, profile, migs))
+        elif strategy == "mixed":
+            for profile, model, migs in mig_profiles(enabled):
+                labels.update(_mig_resource_labels(plugin, mig_resource_name(profile), model, profile, migs))
     return dict((key, value) for key, value in labels.items() if value is not None)
+
+
+def gfd_labels(facts, mig_strategy="none", sharing_strategy="none", replicas=1):
+    """``node_labels`` for the per-option form (one MIG strategy, one sharing strategy and its replicas).
+
+    ``replicas`` shares ``nvidia.com/gpu`` (under ``single``, the MIG devices); ``replicas=1`` with a sharing
+    strategy is no sharing.  Raises InputError for an invalid combination.
+    """
+    error = validate_label_options(mig_strategy, sharing_strategy, replicas)
+    if error:
+        raise InputError(error)
+    shared = sharing_strategy != "none" and replicas > 1
+    return node_labels(facts, plugin_view(mig_strategy, sharing_strategy if shared else "none", False,
+                                          {GPU_RESOURCE: replicas} if shared else {}))
 
 
 def multiple_models(facts):

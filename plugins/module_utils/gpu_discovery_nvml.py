@@ -8,14 +8,21 @@
 Works with nvidia-ml-py 13.x and with older bindings such as Debian's
 python3-pynvml 11.525: strings may come back as bytes, and every call goes
 through the names both versions share.
+
+A driver that hangs (a GPU fallen off the bus, a wedged kernel module) would hang the
+calling thread inside the library, where no Python signal can interrupt it: with a
+``timeout`` the whole NVML session runs in a daemon thread and the caller stops waiting
+for it after that many seconds (the thread stays blocked until the process exits).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ctypes
 import os
 import tempfile
+import threading
 import traceback
 
 try:
@@ -28,8 +35,8 @@ else:
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import (
     SourceUnavailable,
+    TextDecoder,
     device_facts,
-    text,
 )
 
 MIB = 1024 * 1024
@@ -88,31 +95,48 @@ def _optional(lib, func, *args):
 
 
 class _StderrCapture:
-    """Collect what a native library prints on file descriptor 2 while it runs."""
+    """Collect what a native library prints on file descriptor 2 while it runs.
+
+    ``release()`` puts file descriptor 2 back from another thread (when the library hangs); the capture
+    then ends without text.
+    """
 
     def __init__(self):
         self.text = ""
         self._saved = None
         self._file = None
+        self._released = False
+        self._lock = threading.Lock()
 
     def __enter__(self):
-        try:
-            self._file = tempfile.TemporaryFile()
-            self._saved = os.dup(2)
-            os.dup2(self._file.fileno(), 2)
-        except (OSError, ValueError):
-            self._close()
+        with self._lock:
+            if self._released:
+                return self
+            try:
+                self._file = tempfile.TemporaryFile()
+                self._saved = os.dup(2)
+                os.dup2(self._file.fileno(), 2)
+            except (OSError, ValueError):
+                self._close()
         return self
 
     def __exit__(self, *exc_info):
-        if self._saved is not None:
-            os.dup2(self._saved, 2)
-            os.close(self._saved)
-            self._saved = None
-            self._file.seek(0)
-            self.text = self._file.read().decode("utf-8", "replace").strip()
-        self._close()
+        with self._lock:
+            if self._saved is not None:
+                os.dup2(self._saved, 2)
+                os.close(self._saved)
+                self._saved = None
+                self._file.seek(0)
+                self.text = self._file.read().decode("utf-8", "replace").strip()
+            self._close()
         return False
+
+    def release(self):
+        with self._lock:
+            self._released = True
+            if self._saved is not None:
+                os.dup2(self._saved, 2)
+            self._close()
 
     def _close(self):
         if self._saved is not None:
@@ -136,7 +160,62 @@ def mig_profile(name):
     return name.rsplit(" MIG ", 1)[1].strip() or None if " MIG " in name else None
 
 
-def _mig_devices(lib, handle):
+def _attribute_struct(lib, handle):
+    """NVML's attributes of a MIG device: nvmlDeviceGetAttributes_v2, else the older nvmlDeviceGetAttributes.
+
+    GPU Feature Discovery reads them the same way (go-nvml falls back to the v1 symbol). The bindings map
+    their nvmlDeviceGetAttributes to the v2 symbol, so the v1 symbol is called through the bindings' own
+    function lookup. None where the library or the device does not tell.
+    """
+    getter = getattr(lib, "nvmlDeviceGetAttributes_v2", None)
+    if getter is not None:
+        try:
+            return getter(handle)
+        except lib.NVMLError as error:
+            if error_code(error) != getattr(lib, "NVML_ERROR_FUNCTION_NOT_FOUND", _FUNCTION_NOT_FOUND):
+                if _is_optional_error(lib, error):
+                    return None
+                raise
+    lookup = getattr(lib, "_nvmlGetFunctionPointer", None)
+    struct = getattr(lib, "c_nvmlDeviceAttributes", None)
+    if lookup is None or struct is None:
+        return None
+    try:
+        function = lookup("nvmlDeviceGetAttributes")
+    except lib.NVMLError as error:
+        if _is_optional_error(lib, error):
+            return None
+        raise
+    attributes = struct()
+    code = function(handle, ctypes.byref(attributes))
+    if code == 0:
+        return attributes
+    error = lib.NVMLError(code)
+    if _is_optional_error(lib, error):
+        return None
+    raise error
+
+
+def _count(attributes, name):
+    value = getattr(attributes, name, None) if attributes is not None else None
+    return int(value) if value is not None else None
+
+
+def mig_attributes(attributes):
+    """The facts' MIG device attributes from NVML's nvmlDeviceAttributes_t (None: all None)."""
+    return {
+        "multiprocessors": _count(attributes, "multiprocessorCount"),
+        "slices": {"gi": _count(attributes, "gpuInstanceSliceCount"),
+                   "ci": _count(attributes, "computeInstanceSliceCount")},
+        "engines": {"copy": _count(attributes, "sharedCopyEngineCount"),
+                    "decoder": _count(attributes, "sharedDecoderCount"),
+                    "encoder": _count(attributes, "sharedEncoderCount"),
+                    "jpeg": _count(attributes, "sharedJpegCount"),
+                    "ofa": _count(attributes, "sharedOfaCount")},
+    }
+
+
+def _mig_devices(lib, handle, decoder, gpu_index):
     """The MIG devices of a MIG-enabled GPU, in slot order (empty slots skipped).
 
     None when the bindings or the driver cannot enumerate them.
@@ -155,45 +234,58 @@ def _mig_devices(lib, handle):
             if _is_optional_error(lib, error):
                 return None
             raise
-        name = text(lib.nvmlDeviceGetName(mig))
-        found.append({
-            "index": slot,
+        what = "MIG device %d of GPU %d" % (slot, gpu_index)
+        name = decoder.call("NVML's name of " + what, lib.nvmlDeviceGetName, mig)
+        attributes = _attribute_struct(lib, mig)
+        # GPU Feature Discovery's memory of a MIG device is the attributes' memorySizeMB
+        memory_mib = _count(attributes, "memorySizeMB")
+        if not memory_mib:
+            memory_mib = int(lib.nvmlDeviceGetMemoryInfo(mig).total) // MIB
+        entry = {
+            "slot": slot,
             "name": name,
             "profile": mig_profile(name),
-            "uuid": text(lib.nvmlDeviceGetUUID(mig)),
-            "memory_mib": int(lib.nvmlDeviceGetMemoryInfo(mig).total) // MIB,
-        })
+            "uuid": decoder.call("NVML's UUID of " + what, lib.nvmlDeviceGetUUID, mig),
+            "memory_mib": memory_mib,
+        }
+        entry.update(mig_attributes(attributes))
+        found.append(entry)
     return found
 
 
-def _device(lib, index):
+def _device(lib, index, decoder, pci_class):
     handle = lib.nvmlDeviceGetHandleByIndex(index)
-    name = text(lib.nvmlDeviceGetName(handle))
-    uuid = text(lib.nvmlDeviceGetUUID(handle))
+    name = decoder.call("NVML's name of GPU %d" % index, lib.nvmlDeviceGetName, handle)
+    uuid = decoder.call("NVML's UUID of GPU %d" % index, lib.nvmlDeviceGetUUID, handle)
     memory = lib.nvmlDeviceGetMemoryInfo(handle)
     pci = lib.nvmlDeviceGetPciInfo(handle)
     capability = _optional(lib, lib.nvmlDeviceGetCudaComputeCapability, handle)
     mig = _optional(lib, lib.nvmlDeviceGetMigMode, handle)
+    bus_id = decoder.decode(pci.busId, "NVML's PCI bus id of GPU %d" % index)
     return device_facts(
         index=index,
         name=name,
         uuid=uuid,
         memory_mib=int(memory.total) // MIB,
-        pci_bus_id=text(pci.busId),
+        pci_bus_id=bus_id,
         pci_device_id="0x%08X" % int(pci.pciDeviceId),
+        pci_class=pci_class(bus_id) if pci_class else None,
         compute_capability="%d.%d" % tuple(capability) if capability else None,
         mig_current=int(mig[0]) if mig else None,
         mig_pending=int(mig[1]) if mig else None,
         # MIG enabled: its MIG devices; disabled: none; MIG not supported: not known
-        mig_devices=(_mig_devices(lib, handle) if int(mig[0]) == 1 else []) if mig else None,
+        mig_devices=(_mig_devices(lib, handle, decoder, index) if int(mig[0]) == 1 else []) if mig else None,
     )
 
 
-def discover_nvml(lib=None):
+def discover_nvml(lib=None, decoder=None, pci_class=None, timeout=None):
     """Return ``(driver_version, cuda_driver_version, devices)`` read through NVML.
 
     One ``nvmlInit``/``nvmlShutdown`` pair.  Raises SourceUnavailable naming
-    the cause when the bindings are missing or NVML cannot be used.
+    the cause when the bindings are missing or NVML cannot be used, or when it
+    has not answered within ``timeout`` seconds (None: wait as long as it takes).
+    ``decoder``: a ``TextDecoder`` collecting warnings about strings that are not
+    UTF-8; ``pci_class(bus_id)``: a GPU's PCI class.
     """
     lib = lib if lib is not None else pynvml
     if lib is None:
@@ -201,7 +293,33 @@ def discover_nvml(lib=None):
             "the Python library pynvml (package nvidia-ml-py or python3-pynvml) is not installed",
             expected=False,
         )
-    with _StderrCapture() as captured:
+    decoder = decoder if decoder is not None else TextDecoder()
+    capture = _StderrCapture()
+    if not timeout:
+        return _session(lib, decoder, pci_class, capture)
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = _session(lib, decoder, pci_class, capture)
+        except BaseException as error:  # pylint: disable=broad-except  # handed to the waiting thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, name="nvml-discovery")
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        capture.release()
+        raise SourceUnavailable("NVML did not answer within %s s (nvml_timeout): the driver or a GPU is not "
+                                "responding" % timeout, timed_out=True)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _session(lib, decoder, pci_class, capture):
+    with capture:
         try:
             lib.nvmlInit()
         except lib.NVMLError as error:
@@ -210,15 +328,15 @@ def discover_nvml(lib=None):
             init_error = None
     if init_error is not None:
         cause = describe_error(lib, init_error)
-        if captured.text:
-            cause = "%s: %s" % (cause, " ".join(captured.text.split()))
+        if capture.text:
+            cause = "%s: %s" % (cause, " ".join(capture.text.split()))
         expected = error_code(init_error) == getattr(lib, "NVML_ERROR_LIBRARY_NOT_FOUND", _LIBRARY_NOT_FOUND)
         raise SourceUnavailable("NVML could not be initialised: %s" % cause, expected=expected)
     try:
-        driver_version = text(lib.nvmlSystemGetDriverVersion())
+        driver_version = decoder.call("NVML's driver version", lib.nvmlSystemGetDriverVersion)
         cuda_driver_version = _cuda_version(_optional(lib, lib.nvmlSystemGetCudaDriverVersion))
         count = int(lib.nvmlDeviceGetCount())
-        devices = [_device(lib, index) for index in range(count)]
+        devices = [_device(lib, index, decoder, pci_class) for index in range(count)]
     except lib.NVMLError as error:
         raise SourceUnavailable("NVML query failed: %s" % describe_error(lib, error), expected=False)
     finally:

@@ -38,6 +38,9 @@ KNOWN_DEVICES = {
     0x2330: ("NVIDIA H100 80GB HBM3", "9.0"),
     0x2331: ("NVIDIA H100 PCIe", "9.0"),
     0x2335: ("NVIDIA H200", "9.0"),
+    0x26B1: ("NVIDIA RTX 6000 Ada Generation", "8.9"),
+    0x2901: ("NVIDIA B200", "10.0"),
+    0x2941: ("NVIDIA GB200", "10.0"),
 }
 
 
@@ -47,6 +50,34 @@ def _read_hex(path):
             return int(handle.read().strip(), 16)
     except (IOError, OSError, ValueError):
         return None
+
+
+def pci_class_text(value):
+    """The PCI class as the facts carry it: ``0x030200`` (None when unknown)."""
+    return None if value is None else "0x%06x" % value
+
+
+def sysfs_address(bus_id):
+    """``00000000:18:00.0`` (NVML, nvidia-smi) -> ``0000:18:00.0`` (the sysfs entry); None when it is no bus id."""
+    parts = (bus_id or "").split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        domain = int(parts[0], 16)
+    except ValueError:
+        return None
+    return "%04x:%s:%s" % (domain, parts[1].lower(), parts[2].lower())
+
+
+def read_pci_class(bus_id, root=PCI_DEVICES):
+    """The PCI class of the device at ``bus_id`` (NVML's form) from sysfs, as ``0x030200``; None when unreadable.
+
+    NVML has no call for it; GPU Feature Discovery reads it from sysfs too (go-nvlib's nvpci).
+    """
+    address = sysfs_address(bus_id)
+    if address is None:
+        return None
+    return pci_class_text(_read_hex(os.path.join(root, address, "class")))
 
 
 def nvml_bus_id(address):
@@ -82,6 +113,7 @@ def scan_pci(root=PCI_DEVICES):
             name=name,
             pci_bus_id=nvml_bus_id(entry),
             pci_device_id="0x%04X%04X" % (device_id, NVIDIA_VENDOR) if device_id is not None else None,
+            pci_class=pci_class_text(pci_class),
             compute_capability=capability,
         ))
     return devices

@@ -344,6 +344,13 @@ class Validation:
         # the selected nodes as listed, by name (only read when needed: a selector, or record)
         self.listed = {}
 
+    def _bound(self):
+        """Each step of a run (selecting, the namespace and leftovers, the pods, the logs, the cleanup, the
+        records) gets ``timeout`` seconds for its requests, retries included (an ``api`` with ``within``)."""
+        within = getattr(self.api, "within", None)
+        if within is not None:
+            within(self.timeout)
+
     def select_nodes(self):
         if self.nodes:
             if self.record:
@@ -423,6 +430,7 @@ class Validation:
         for name in leftovers:
             self.api.delete_pod(self.namespace, name)
         if leftovers:
+            self._bound()
             self._wait_gone(None, "validation pods left from an earlier run")
 
     def wait_for_pods(self, names, created_at):
@@ -444,6 +452,7 @@ class Validation:
         The pods are always deleted again, and waited for until gone, also when a step fails; when
         the cleanup fails after another failure, the error names both.
         """
+        self._bound()
         self.node_names = self.select_nodes()
         created = self.ensure_namespace(check_mode)
         if check_mode:
@@ -456,12 +465,14 @@ class Validation:
         try:
             if not created:
                 self.remove_leftovers()
+            self._bound()
             created_at = self.clock()
             for node in nodes:
                 # a create that fails may still have made the pod: it is deleted too
                 attempted.append(pod_name(node))
                 self.api.create_pod(self.namespace, build_pod(self.template, node, self.namespace))
             pods = self.wait_for_pods(names, created_at)
+            self._bound()
             for name in names:
                 if pod_phase(pods.get(name)) == "Succeeded":
                     logs[name] = self.api.read_pod_log(self.namespace, name, self.log_container)
@@ -474,6 +485,7 @@ class Validation:
                                       kind=exc.kind if isinstance(exc, KubegpuError) else "bug")
             raise
         self.cleanup(attempted)
+        self._bound()
         self.results = [node_result(node, pods.get(pod_name(node)), logs.get(pod_name(node)),
                                     self.expected_log, self.timeout) for node in nodes]
         if self.record:
@@ -484,6 +496,7 @@ class Validation:
         """Delete the pods ``names`` (a missing one is fine) and wait until they are gone."""
         if not names:
             return
+        self._bound()
         for name in names:
             self.api.delete_pod(self.namespace, name)
         self._wait_gone(names, "validation pods")

@@ -62,11 +62,12 @@ def _labels(node, labelled):
 
 
 def _allocatable(check):
+    """What the node advertises (``allocatable_text``: per resource name), and what it should when it falls short."""
     if not check:
         return "not checked"
-    text = str(check.get("allocatable"))
+    text = str(check.get("allocatable_text", check.get("allocatable")))
     if not check.get("ok"):
-        text += " (expected %s)" % check.get("expected")
+        text += " (expected %s)" % check.get("expected_text", check.get("expected"))
     return text
 
 
@@ -128,3 +129,10 @@ def summary_table(rows, columns=COLUMNS):
     cells.extend([str(row.get(column, "")) for column in columns] for row in rows)
     widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
+
+
+def validation_table(results):
+    """The validation results as table lines: NODE, RESULT (PASS or FAIL) and DETAIL (the reason)."""
+    rows = [{"node": row.get("node"), "result": "PASS" if row.get("passed") else "FAIL", "detail": row.get("reason")}
+            for row in results]
+    return summary_table(rows, ("node", "result", "detail"))

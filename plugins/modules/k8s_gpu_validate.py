@@ -30,7 +30,9 @@ description:
     and allocatable resources, and O(revision). A later play that lists the node and finds the same digest knows
     the proof still holds without running the pod again (the C(kubegpu.nvidia.gpu_validation_recorded) filter and
     the role C(kubegpu.nvidia.gpu_validation) do that).
-  - Answers 429 (honouring C(Retry-After)) and 5xx are retried with backoff, O(retries) times per request.
+  - Answers 429 (honouring C(Retry-After)) and 5xx, and dropped connections, are retried with backoff, a request
+    that gets no answer within O(request_timeout) at once, O(retries) times per request; each step of the run
+    gets at most O(timeout) seconds for its requests and their retries (see O(timeout)).
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
 extends_documentation_fragment:
@@ -89,7 +91,11 @@ options:
   timeout:
     description:
       - Seconds to wait for the pods to finish, counted from their creation.
-      - Also bounds the wait for deleted pods to be gone.
+      - Also bounds the wait for deleted pods to be gone, and the API requests of each step of the run (selecting
+        the nodes, the namespace and leftover pods; creating and waiting for the pods; reading their logs;
+        deleting them; the records), retries included. No request waits longer and no retry starts later, so a
+        server that never answers fails the module after O(timeout) seconds (C(error_kind=timeout)), also
+        when O(request_timeout) is longer (with pods made before, their deletion gets O(timeout) seconds more).
     type: int
     default: 300
   unschedulable_timeout:
@@ -111,7 +117,9 @@ options:
     type: bool
     default: true
   retries:
-    description: How many times one API request is retried after a 429 or 5xx answer before the module fails.
+    description:
+      - How many times one API request is retried after a 429 or 5xx answer, a dropped connection or no answer
+        within O(request_timeout), before the module fails.
     type: int
     default: 5
   record:
@@ -244,6 +252,18 @@ msg:
   returned: always
   type: str
   sample: "GPU validation failed on 1 of 2 node(s): cpu-node: Unschedulable: 0/3 nodes are available: ..."
+error_kind:
+  description:
+    - On failure, what failed, for a play that handles the failure itself.
+    - V(runtime) some nodes did not pass (with O(fail_on_failure); RV(results) has every node's outcome);
+      V(not_found) no node matches O(node_selector), or the namespace is missing and may not be created;
+      V(api) the API server could not be reached or refused a request; V(timeout) the API server did not answer
+      within O(request_timeout) or O(timeout), or pods were still there O(timeout) seconds after their deletion;
+      V(input) an option, pod template or kubeconfig the module cannot use (nothing was sent);
+      V(dependency) the C(kubernetes) library is missing; V(bug) a defect of the collection.
+  returned: failure (except Ansible's own argument errors)
+  type: str
+  sample: timeout
 api_requests:
   description: API requests made, counted by verb (C(list), C(get), C(create), C(delete), C(patch)), retries included.
   returned: always
@@ -312,7 +332,8 @@ def main():
         error = check_options(params)
         if error:
             raise InputError(error)
-        api = state["api"] = PodAPI(get_api_client(params), retries=params["retries"])
+        api = state["api"] = PodAPI(get_api_client(params), retries=params["retries"],
+                                    request_timeout=params["request_timeout"])
         run = state["run"] = Validation(
             api, params["pod_template"], namespace=params["namespace"], nodes=params["nodes"],
             node_selector=params["node_selector"], create_namespace=params["create_namespace"],

@@ -24,61 +24,22 @@ description:
   - A machine without a GPU is not an error; it gets RV(ansible_facts.nvidia_gpu.present=false) and
     RV(ansible_facts.nvidia_gpu.count=0). Use O(require=true) to fail there instead.
   - Each fallback is reported as a warning that names its cause (Python bindings not installed,
-    NVML driver not loaded, an unreadable NVML configuration, ...).
+    NVML driver not loaded, an unreadable NVML configuration, a command or driver that did not answer in
+    time, ...).
   - An optional NVML call the GPU or the library does not support (compute capability, MIG mode,
-    CUDA driver version) leaves only that field V(null).
+    CUDA driver version, MIG device attributes) leaves only that field V(null).
+  - Also reports the PCI class of each GPU (for GPU Feature Discovery's C(nvidia.com/gpu.mode)) and the
+    machine's UEFI Secure Boot state (RV(ansible_facts.nvidia_gpu.secure_boot)).
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
-options:
-  require:
-    description:
-      - Fail when no usable GPU and driver are found, that is when the facts come from the
-        V(pci) source (GPUs without a usable driver) or from V(none).
-    type: bool
-    default: false
-  mig_strategy:
-    description:
-      - MIG strategy of the device plugin, used for RV(ansible_facts.nvidia_gpu.labels)
-        exactly as GPU Feature Discovery applies it.
-      - V(none) labels full GPUs only, V(single) and V(mixed) add C(nvidia.com/mig.strategy).
-      - V(single) labels the MIG devices as C(nvidia.com/gpu) when every GPU is MIG-enabled and holds
-        MIG devices of one profile, else GPU Feature Discovery's C(<model>-MIG-INVALID) labels (also when
-        the MIG devices are not known, with facts from C(nvidia-smi) or the PCI bus).
-      - V(mixed) adds C(nvidia.com/mig-<profile>.product|count|replicas|memory|slices.gi|slices.ci) per MIG
-        profile. GPU Feature Discovery also sets C(multiprocessors) and C(engines.*) from NVML's device
-        attributes, which these facts do not read.
-    type: str
-    choices: [none, single, mixed]
-    default: none
-  sharing_strategy:
-    description:
-      - GPU sharing configured in the device plugin, used for the labels C(nvidia.com/gpu.sharing-strategy)
-        and C(nvidia.com/gpu.product) (suffix C(-SHARED)) when O(replicas) is above 1.
-    type: str
-    choices: [none, time-slicing, mps]
-    default: none
-  replicas:
-    description:
-      - Replicas per GPU configured for sharing, used for the label C(nvidia.com/gpu.replicas).
-      - Must be 1 when O(sharing_strategy=none).
-    type: int
-    default: 1
-  gather_subset:
-    description:
-      - Also gather these subsets of Ansible's own host facts in the same run, with the collectors, subset
-        rules and names of M(ansible.builtin.setup) (for example C(ansible_facts.distribution)).
-      - A play that needs a few host facts as well as the GPU facts then makes one module run per host instead
-        of two; the C(kubegpu.nvidia.site) playbook gathers its facts this way.
-      - As for M(ansible.builtin.setup), the minimal subset is added unless the list holds V(!min);
-        V([]) (the default) gathers no host facts.
-    type: list
-    elements: str
-    default: []
-  gather_timeout:
-    description: Seconds each host fact collector may take (as for M(ansible.builtin.setup)).
-    type: int
-    default: 10
+extends_documentation_fragment:
+  - kubegpu.nvidia.nvidia_gpu_facts
 attributes:
+  action:
+    support: full
+    description:
+      - An action plugin of the same name runs this module, or M(kubegpu.nvidia.nvidia_gpu_host_facts) when
+        O(gather_subset) asks for host facts.
   check_mode:
     support: full
     description: The module only reads; it runs the same way in check mode and never reports a change.
@@ -91,17 +52,8 @@ attributes:
   idempotent:
     support: full
     description: Repeated runs on an unchanged machine return the same facts.
-requirements:
-  - The Python library C(pynvml) (PyPI C(nvidia-ml-py), Debian C(python3-pynvml)) on the target
-    for the V(nvml) source. Without it the module falls back to C(nvidia-smi) and warns.
-notes:
-  - Label values follow GPU Feature Discovery's sanitising; C(nvidia.com/gpu.machine) is also
-    sanitised so that every value is a valid Kubernetes label value.
-  - With several GPU models on one node, the model of the lowest-index GPU names the
-    C(nvidia.com/gpu.*) labels and the module warns (GPU Feature Discovery picks one model too).
-  - C(nvidia-smi) does not report the CUDA driver version, so that source leaves
-    RV(ansible_facts.nvidia_gpu.cuda_driver_version) V(null).
 seealso:
+  - module: kubegpu.nvidia.nvidia_gpu_host_facts
   - name: GPU Feature Discovery
     description: The labels this module computes.
     link: https://github.com/NVIDIA/k8s-device-plugin/tree/main/docs/gpu-feature-discovery
@@ -128,6 +80,20 @@ EXAMPLES = r"""
 - name: Compute the labels for the single MIG strategy
   kubegpu.nvidia.nvidia_gpu_facts:
     mig_strategy: single
+
+- name: Give a slow driver more time, and nvidia-smi less
+  kubegpu.nvidia.nvidia_gpu_facts:
+    nvml_timeout: 120
+    command_timeout: 5
+
+- name: Gather the GPU facts and some host facts in one module run per host
+  kubegpu.nvidia.nvidia_gpu_facts:
+    gather_subset: ['!all', '!min', distribution, platform]
+
+- name: Stop where Secure Boot would refuse an unsigned kernel module
+  ansible.builtin.assert:
+    that: not (ansible_facts.nvidia_gpu.secure_boot.enabled and not ansible_facts.nvidia_gpu.secure_boot.setup_mode)
+    fail_msg: Secure Boot is enforcing; use signed driver modules
 """
 
 RETURN = r"""
@@ -206,6 +172,13 @@ ansible_facts:
               description: Combined PCI device and vendor id as NVML reports it.
               type: str
               sample: "0x233010DE"
+            pci_class:
+              description:
+                - PCI class of the GPU from C(/sys/bus/pci/devices/<bus id>/class), six hexadecimal digits
+                  (V(0x030200) 3D controller, V(0x030000) VGA controller); V(null) when it cannot be read.
+                - GPU Feature Discovery's C(nvidia.com/gpu.mode) comes from it (compute or graphics).
+              type: str
+              sample: "0x030200"
             compute_capability:
               description: CUDA compute capability V(major.minor); V(null) when unsupported or unknown.
               type: str
@@ -235,8 +208,8 @@ ansible_facts:
                   type: list
                   elements: dict
                   contains:
-                    index:
-                      description: The MIG device's slot on its GPU.
+                    slot:
+                      description: The MIG device's slot on its GPU (NVML's MIG device index).
                       type: int
                       sample: 0
                     name:
@@ -252,9 +225,48 @@ ansible_facts:
                       type: str
                       sample: MIG-3b041641-1788-44f2-a60d-f25453fe2e850001
                     memory_mib:
-                      description: The MIG device's memory in MiB.
+                      description:
+                        - The MIG device's memory in MiB, from NVML's device attributes (C(memorySizeMB), as
+                          GPU Feature Discovery reads it), else from its memory information.
                       type: int
                       sample: 20480
+                    multiprocessors:
+                      description: Streaming multiprocessors of the MIG device; V(null) when NVML does not tell.
+                      type: int
+                      sample: 42
+                    slices:
+                      description: GPU instance and compute instance slices (each V(null) when NVML does not tell).
+                      type: dict
+                      sample: {gi: 3, ci: 3}
+                    engines:
+                      description:
+                        - Shared engines of the MIG device (each V(null) when NVML does not tell). GPU Feature
+                          Discovery labels them as C(nvidia.com/mig-<profile>.engines.*).
+                      type: dict
+                      sample: {copy: 3, decoder: 2, encoder: 0, jpeg: 0, ofa: 0}
+        secure_boot:
+          description:
+            - The machine's UEFI Secure Boot state. With Secure Boot enabled and the platform not in setup mode,
+              the kernel loads only signed modules.
+            - From the EFI variables C(SecureBoot) and C(SetupMode) (C(/sys/firmware/efi/efivars)), else from
+              C(mokutil --sb-state); every value V(null) when neither can tell (legacy BIOS boot, or a
+              container that does not see the firmware).
+          type: dict
+          returned: always
+          contains:
+            enabled:
+              description: Whether Secure Boot is enabled; V(false) on UEFI firmware without Secure Boot.
+              type: bool
+              sample: true
+            setup_mode:
+              description: Whether the platform is in setup mode (no platform key enrolled, nothing enforced).
+              type: bool
+              sample: false
+            source:
+              description: Where the state comes from.
+              type: str
+              choices: [efivars, mokutil]
+              sample: efivars
         labels:
           description:
             - Node labels GPU Feature Discovery would set for these GPUs (empty when no GPU is present),
@@ -288,64 +300,12 @@ ansible_facts:
             nvidia.com/cuda.runtime.minor: "2"
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, KubegpuError, run_module
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
-    MIG_STRATEGIES,
-    SHARING_STRATEGIES,
-    validate_label_options,
-)
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery import (
-    discover_gpus,
-    unusable_reason,
-)
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.host_facts import gather_host_facts
-
-
-def gather(module):
-    """The module's work: the facts, or a ``KubegpuError``."""
-    params = module.params
-    error = validate_label_options(params["mig_strategy"], params["sharing_strategy"], params["replicas"])
-    if error:
-        raise InputError(error)
-
-    ansible_facts = {}
-    if params["gather_subset"]:
-        ansible_facts = gather_host_facts(module, params["gather_subset"], params["gather_timeout"])
-
-    def run_command(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C"})
-
-    facts, warnings = discover_gpus(
-        run_command=run_command,
-        which=module.get_bin_path,
-        mig_strategy=params["mig_strategy"],
-        sharing_strategy=params["sharing_strategy"],
-        replicas=params["replicas"],
-    )
-    for warning in warnings:
-        module.warn(warning)
-    if params["require"]:
-        reason = unusable_reason(facts, warnings)
-        if reason:
-            raise KubegpuError(reason, kind="runtime", ansible_facts={"nvidia_gpu": facts})
-    ansible_facts["nvidia_gpu"] = facts
-    return dict(changed=False, ansible_facts=ansible_facts)
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import run_module
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_module import FactsModule, gather
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            require=dict(type="bool", default=False),
-            mig_strategy=dict(type="str", default="none", choices=list(MIG_STRATEGIES)),
-            sharing_strategy=dict(type="str", default="none", choices=list(SHARING_STRATEGIES)),
-            replicas=dict(type="int", default=1),
-            gather_subset=dict(type="list", elements="str", default=[]),
-            gather_timeout=dict(type="int", default=10),
-        ),
-        supports_check_mode=True,
-    )
+    module = FactsModule()
     run_module(module, gather)
 
 

@@ -146,7 +146,8 @@ def test_gfd_nfd_and_mps_are_applied_with_their_rbac_and_a_rerun_changes_nothing
     ({"k8s_device_plugin_image_tag": ""},
      "k8s_device_plugin_image_tag and k8s_device_plugin_image_digest are both empty"),
     ({"k8s_device_plugin_configs": {"a100-mps": {"sharing_strategy": "mps", "replicas": 2, "mig_strategy": "mixed"}}},
-     "configuration(s) a100-mps share GPUs with MPS under mig_strategy mixed, which the device plugin refuses"),
+     "k8s_device_plugin settings: device plugin config a100-mps: MPS sharing does not work with mig_strategy mixed "
+     "(the device plugin refuses it)"),
     ({"k8s_device_plugin_gfd_enabled": True, "k8s_device_plugin_nfd_deploy": False},
      "k8s_device_plugin_gfd_enabled needs Node Feature Discovery: GPU Feature Discovery publishes its labels as "
      "NodeFeature objects that only nfd-master turns into node labels"),

@@ -65,9 +65,9 @@ def cluster(kube_server, kube, tmp_path):
                            _content_type="application/strategic-merge-patch+json")
     facts = tmp_path / "facts"
     facts.mkdir()
-    hosts = {"h100": ({"present": True, "count": 8}, {}),
-             "t4": ({"present": True, "count": 1}, {"ansible_host": "10.66.0.4"}),
-             "cpu": ({"present": False, "count": 0}, {})}
+    hosts = {"h100": (gpu_facts(H100, 8), {}),
+             "t4": (gpu_facts(T4, 1), {"ansible_host": "10.66.0.4"}),
+             "cpu": ({"present": False, "count": 0, "devices": []}, {})}
     inventory = {"gpu_nodes": {"hosts": {}}, "all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}
     for host, (gpu, hostvars) in hosts.items():
         write_facts(tmp_path, host, gpu)
@@ -76,6 +76,18 @@ def cluster(kube_server, kube, tmp_path):
     (tmp_path / "site.yml").write_text(PLAYBOOK)
     return {"dir": tmp_path, "core": core, "apps": kubernetes.client.AppsV1Api(kube.api_client()),
             "kubeconfig": kube.kubeconfig}
+
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "compute_capability": "9.0", "pci_class": "0x030200",
+        "mig": {"current": 0, "pending": 0, "devices": []}}
+T4 = {"name": "Tesla T4", "memory_mib": 15360, "compute_capability": "7.5", "pci_class": "0x030200",
+      "mig": {"current": None, "pending": None, "devices": None}}
+
+
+def gpu_facts(device, count):
+    """nvidia_gpu facts of a host with ``count`` GPUs like ``device``."""
+    return {"present": True, "count": count, "source": "nvml", "driver_version": "535.183.01",
+            "cuda_driver_version": "12.2", "machine": "lab", "devices": [dict(device, index=i) for i in range(count)]}
 
 
 def allocatable(core, node):
@@ -95,13 +107,15 @@ def test_allocatable_appears_per_config_and_second_run_changes_nothing(cluster):
     assert allocatable(core, "h100") == "8"
     assert allocatable(core, "ip-10-66-0-4") == "4"  # 1 GPU x 4 time-slicing replicas
     assert allocatable(core, "cpu") is None
+    # every GPU host's node names its config; the T4 gets its product's, the H100 the default
     assert core.read_node("ip-10-66-0-4").metadata.labels["nvidia.com/device-plugin.config"] == "t4-shared"
-    assert "nvidia.com/device-plugin.config" not in core.read_node("h100").metadata.labels
+    assert core.read_node("h100").metadata.labels["nvidia.com/device-plugin.config"] == "default"
+    assert "nvidia.com/device-plugin.config" not in core.read_node("cpu").metadata.labels
     ds = cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
     assert ds.status.desired_number_scheduled == ds.status.number_ready == 2
     capacity = tasks["Record the GPU capacity per node and the revision of the DaemonSet"]["ansible_facts"]["k8s_device_plugin_capacity"]
-    expected = {("h100", "h100", 8), ("ip-10-66-0-4", "t4", 4)}
-    assert {(c["node"], c["host"], c["expected"]) for c in capacity} == expected
+    assert sorted((c["node"], c["host"], c["config"], c["expected"]) for c in capacity) == [
+        ("h100", "h100", "default", {"nvidia.com/gpu": 8}), ("ip-10-66-0-4", "t4", "t4-shared", {"nvidia.com/gpu": 4})]
 
     rc, stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], SHARED_T4)
     assert rc == 0, failure(tasks)
@@ -110,13 +124,13 @@ def test_allocatable_appears_per_config_and_second_run_changes_nothing(cluster):
 
 def test_shortfall_fails_naming_the_node(cluster):
     # the host's facts say 4 GPUs; its node advertises only 1 (the plugin sees one)
-    write_facts(cluster["dir"], "t4", {"present": True, "count": 4})
+    write_facts(cluster["dir"], "t4", gpu_facts(T4, 4))
     rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], dict(BASE, k8s_device_plugin_wait_timeout=2))
     assert rc != 0
     name, result = failure(tasks)
     assert name == "Check the GPUs each node advertises"
-    assert "falls short on 1 node(s)" in result["msg"]
-    assert "ip-10-66-0-4 (allocatable 1, expected 4" in result["msg"]
+    assert "GPU allocatable falls short on 1 node(s)" in result["msg"]
+    assert "ip-10-66-0-4 (allocatable 1, expected 4 under config default)" in result["msg"]
     assert "h100" not in result["msg"]
 
 
@@ -169,8 +183,8 @@ def test_nodes_given_stand_in_for_the_read_and_a_shortfall_among_them_is_polled(
     assert tasks["Read the nodes"]["skipped"] is True
     assert tasks["Wait until every GPU node advertises its GPUs"]["skipped"] is True
     capacity = tasks["Record the GPU capacity per node and the revision of the DaemonSet"]["ansible_facts"]["k8s_device_plugin_capacity"]
-    assert {(c["node"], c["host"], c["allocatable"], c["ok"]) for c in capacity} == {
-        ("h100", "h100", 8, True), ("ip-10-66-0-4", "t4", 4, True)}
+    assert sorted((c["node"], c["host"], c["allocatable_text"], c["ok"]) for c in capacity) == [
+        ("h100", "h100", "8", True), ("ip-10-66-0-4", "t4", "4", True)]
     # given nodes that show no GPU (read before the plugin ran, say): the role reads the nodes until they do
     extra = dict(SHARED_T4, given_override={"allocatable": {}})
     rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], extra, playbook="given.yml")

@@ -23,7 +23,9 @@ MIB = 1024 * 1024
 
 GPU_PROFILES = ("h100x8", "a100x4-mig", "t4x1")
 LEGACY_MISSING = ("nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount",
-                  "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetCudaComputeCapability")
+                  "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetCudaComputeCapability",
+                  "nvmlDeviceGetAttributes", "nvmlDeviceGetAttributes_v2")
+NEW_PROFILES = ("b200x8", "gb200x4", "h100x2-mig", "rtx6000ada-vga", "non-utf8")
 
 
 @pytest.fixture(scope="session")
@@ -33,13 +35,14 @@ def libdir():
     path = pathlib.Path(out.stdout.strip().splitlines()[-1])
     assert (path / "full" / "libnvidia-ml.so.1").is_file()
     assert (path / "legacy" / "libnvidia-ml.so.1").is_file()
+    assert (path / "attributes-v1" / "libnvidia-ml.so.1").is_file()
     return path
 
 
-def run_probe(libdir, config, flavour="full"):
+def run_probe(libdir, config, flavour="full", timeout=60):
     env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / flavour), FAKENVML_CONFIG=str(config))
     proc = subprocess.run([sys.executable, str(PROBE)], env=env, capture_output=True, text=True, check=True,
-                          timeout=60)
+                          timeout=timeout)
     return json.loads(proc.stdout), proc.stderr
 
 
@@ -120,7 +123,116 @@ def test_mig_devices_of_an_enabled_gpu(libdir):
     assert error_of(got["devices"][1]["mig_devices"][0]) == "NVMLError_NotFound"
 
 
+@pytest.mark.parametrize("name", NEW_PROFILES)
+def test_new_profiles_report_their_gpus(libdir, name):
+    """The Blackwell, MIG-with-media-extensions, VGA and non-UTF-8 profiles under the real pynvml."""
+    profile = load_profile(name)
+    got, stderr = run_probe(libdir, PROFILES / f"{name}.conf")
+    assert got["init"] == "ok", stderr
+    assert got["driver_version"] == profile["driver_version"]
+    assert got["count"] == len(profile["gpus"])
+    for device, gpu in zip(got["devices"], profile["gpus"]):
+        if gpu["name_bytes"].isascii():
+            assert device["name"] == gpu["name"]
+        else:
+            # nvidia-ml-py decodes the name itself and fails on bytes that are not UTF-8
+            assert device["name"] == {"error": "UnicodeDecodeError",
+                                      "raw": gpu["name_bytes"].decode("utf-8", "backslashreplace")}
+        assert device["compute_capability"] == gpu["compute_capability"]
+        assert device["memory"]["total"] == gpu["memory_total_mib"] * MIB
+        # NVML answers attributes for MIG device handles only
+        assert error_of(device["attributes_v2"]) == "NVMLError_NotSupported"
+
+
+def test_blackwell_profiles_hold_the_documented_hardware():
+    expected = {"b200x8": (8, "NVIDIA B200", [10, 0], 0x290110DE, "570."),
+                "gb200x4": (4, "NVIDIA GB200", [10, 0], 0x294110DE, "570.")}
+    for name, (count, product, cc, device_id, branch) in expected.items():
+        profile = load_profile(name)
+        assert len(profile["gpus"]) == count and profile["driver_version"].startswith(branch)
+        assert {(g["name"], tuple(g["compute_capability"]), g["pci_device_id"]) for g in profile["gpus"]} == {
+            (product, tuple(cc), device_id)}
+
+
+# MIG device attributes the fake derives from a profile (fakenvml.c mig_attributes): A100 media engines per
+# GPU instance size, copy engines = GPU slices, multiprocessors = compute slices x mig_multiprocessors_per_slice.
+ATTRIBUTES = {
+    "1g.10gb+me": dict(multiprocessorCount=16, sharedCopyEngineCount=1, sharedDecoderCount=1, sharedEncoderCount=0,
+                       sharedJpegCount=1, sharedOfaCount=1, gpuInstanceSliceCount=1, computeInstanceSliceCount=1,
+                       memorySizeMB=10240),
+    "1g.10gb": dict(multiprocessorCount=16, sharedCopyEngineCount=1, sharedDecoderCount=0, sharedEncoderCount=0,
+                    sharedJpegCount=0, sharedOfaCount=0, gpuInstanceSliceCount=1, computeInstanceSliceCount=1,
+                    memorySizeMB=10240),
+    "2g.20gb": dict(multiprocessorCount=32, sharedCopyEngineCount=2, sharedDecoderCount=1, sharedEncoderCount=0,
+                    sharedJpegCount=0, sharedOfaCount=0, gpuInstanceSliceCount=2, computeInstanceSliceCount=2,
+                    memorySizeMB=20480),
+    "3g.40gb": dict(multiprocessorCount=48, sharedCopyEngineCount=3, sharedDecoderCount=2, sharedEncoderCount=0,
+                    sharedJpegCount=0, sharedOfaCount=0, gpuInstanceSliceCount=3, computeInstanceSliceCount=3,
+                    memorySizeMB=40960),
+    "7g.80gb": dict(multiprocessorCount=112, sharedCopyEngineCount=7, sharedDecoderCount=5, sharedEncoderCount=0,
+                    sharedJpegCount=1, sharedOfaCount=1, gpuInstanceSliceCount=7, computeInstanceSliceCount=7,
+                    memorySizeMB=81920),
+}
+
+
+@pytest.mark.parametrize("flavour", ["full", "attributes-v1"])
+def test_mig_device_attributes(libdir, flavour):
+    got, _stderr = run_probe(libdir, PROFILES / "h100x2-mig.conf", flavour=flavour)
+    migs = [m for device in got["devices"] for m in device["mig_devices"] if "error" not in m]
+    profiles = [m["name"].rsplit(" MIG ", 1)[1] for m in migs]
+    assert profiles == ["1g.10gb+me", "1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"]
+    for mig, profile in zip(migs, profiles):
+        assert mig["attributes_v1"] == ATTRIBUTES[profile], profile
+        if flavour == "full":
+            assert mig["attributes_v2"] == ATTRIBUTES[profile], profile
+        else:  # a driver before R470: only the v1 symbol
+            assert error_of(mig["attributes_v2"]) == "NVMLError_FunctionNotFound"
+        assert mig["memory"]["total"] == ATTRIBUTES[profile]["memorySizeMB"] * MIB
+
+
+def test_compute_instance_profiles_and_extensions(libdir, tmp_path):
+    gpu = ("[gpu]\nname = NVIDIA A100-SXM4-40GB\nuuid = GPU-3b041641-1788-44f2-a60d-f25453fe2e85\n"
+           "memory_total_mib = 40960\npci_bus_id = 00000000:01:00.0\npci_device_id = 0x20B010DE\n"
+           "mig_mode = 1\nmax_mig_devices = 7\nmig_devices = 1c.3g.20gb, 2c.3g.20gb, 1g.5gb+me.all\n")
+    got, stderr = run_probe(libdir, write(tmp_path, "driver_version = 535.1\ncuda_driver_version = 12020\n" + gpu))
+    assert got["init"] == "ok", stderr
+    migs = got["devices"][0]["mig_devices"][:3]
+    assert [m["name"] for m in migs] == ["NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb", "NVIDIA A100-SXM4-40GB MIG 2c.3g.20gb",
+                                         "NVIDIA A100-SXM4-40GB MIG 1g.5gb+me.all"]
+    assert [(m["attributes_v2"]["gpuInstanceSliceCount"], m["attributes_v2"]["computeInstanceSliceCount"],
+             m["attributes_v2"]["multiprocessorCount"]) for m in migs] == [(3, 1, 14), (3, 2, 28), (1, 1, 14)]
+    # +me.all: the media engines of the whole GPU
+    assert (migs[2]["attributes_v2"]["sharedDecoderCount"], migs[2]["attributes_v2"]["sharedJpegCount"]) == (5, 1)
+
+
+def test_names_with_escapes_reach_pynvml_as_bytes(libdir, tmp_path):
+    text = ("driver_version = 535\\x2e1\ncuda_driver_version = 12020\n[gpu]\nname = A\\\\B \\xff\n"
+            "uuid = GPU-3b041641-1788-44f2-a60d-f25453fe2e85\nmemory_total_mib = 1\npci_bus_id = 00000000:01:00.0\n"
+            "pci_device_id = 0x20B010DE\n")
+    got, stderr = run_probe(libdir, write(tmp_path, text))
+    assert got["init"] == "ok", stderr
+    assert got["driver_version"] == "535.1"
+    assert got["devices"][0]["name"] == {"error": "UnicodeDecodeError", "raw": "A\\B \\xff"}
+
+
+def test_sysfs_views_carry_the_pci_class(tmp_path):
+    from fakenvml import sysfs  # pylint: disable=import-outside-toplevel
+
+    for name in ("h100x8", "rtx6000ada-vga", "gb200x4"):
+        root = sysfs.write_profile(tmp_path, name) / "pci" / "devices"
+        for gpu in load_profile(name)["gpus"]:
+            domain, bus, rest = gpu["pci_bus_id"].split(":")
+            entry = root / ("%04x:%s:%s" % (int(domain, 16), bus.lower(), rest.lower()))
+            assert (entry / "class").read_text() == "0x%06x\n" % gpu.get("pci_class", 0x030200)
+            assert (entry / "vendor").read_text() == "0x10de\n"
+
+
 # --- faults ----------------------------------------------------------------------------------------------
+
+def test_hang_fault_never_returns_from_init(libdir):
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_probe(libdir, PROFILES / "hang.conf", timeout=3)
+
 
 def test_missing_config_is_driver_not_loaded(libdir, tmp_path):
     got, _stderr = run_probe(libdir, tmp_path / "absent.conf")
@@ -168,6 +280,7 @@ def test_corrupt_profile_fails_with_location(libdir):
     ("driver_version = 535.1\ncuda_driver_version = 12020\nbogus = 1\n", 3, "unknown key 'bogus'"),
     ("driver_version = 535.1\ncuda_driver_version = 12.2\n", 2, "cuda_driver_version must be an integer"),
     ("driver_version = 535.1\ncuda_driver_version = 12020\nfault = broken\n", 3, "fault must be none"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\nfault = hanging\n", 3, "unknown or hang"),
     ("driver_version = 535.1\ncuda_driver_version = 12020\nnot_supported = nvmlNoSuch\n", 3,
      "unknown function 'nvmlNoSuch'"),
     ("driver_version = 535.1\ncuda_driver_version = 12020\n[cpu]\n", 3, "unknown section"),
@@ -177,6 +290,16 @@ def test_corrupt_profile_fails_with_location(libdir):
     ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\ncompute_capability = nine\n", 4,
      "compute_capability must look like"),
     ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nmig_mode = 2\n", 4, "mig_mode must be 0 or 1"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\npci_class = 0x020000\n", 4,
+     "pci_class must be a display controller class"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nname = A\\x00B\n", 4, "name has a bad escape"),
+    ("driver_version = 535\\q\ncuda_driver_version = 12020\n", 1, "driver_version has a bad escape"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nmig_multiprocessors_per_slice = 0\n", 4,
+     "mig_multiprocessors_per_slice must be 1 to 64"),
+    ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nname = A\n"
+     "uuid = GPU-3b041641-1788-44f2-a60d-f25453fe2e85\nmemory_total_mib = 1\npci_bus_id = 00000000:01:00.0\n"
+     "pci_device_id = 0x20B010DE\nmig_mode = 1\nmax_mig_devices = 7\nmig_devices = 1g.5gb+xx\n", 11,
+     "mig_devices entry '1g.5gb+xx' must look like"),
     ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\nname = A\nname = B\n", 5, "given twice"),
     ("driver_version = 535.1\ncuda_driver_version = 12020\n[gpu]\ndriver_version = 1\n", 4,
      "belongs before the first [gpu] section"),
@@ -291,8 +414,12 @@ def test_debian_pynvml_on_node_image(libdir):
         "LD_LIBRARY_PATH=/fakenvml/full FAKENVML_CONFIG=/profiles/a100x4-mig.conf python3 probe.py > /tmp/a100.json; "
         "LD_LIBRARY_PATH=/fakenvml/full FAKENVML_CONFIG=/profiles/not-supported.conf python3 probe.py > /tmp/ns.json; "
         "LD_LIBRARY_PATH=/fakenvml/legacy FAKENVML_CONFIG=/profiles/t4x1.conf python3 probe.py > /tmp/legacy.json; "
+        "LD_LIBRARY_PATH=/fakenvml/full FAKENVML_CONFIG=/profiles/h100x2-mig.conf python3 probe.py > /tmp/mig.json; "
+        "LD_LIBRARY_PATH=/fakenvml/attributes-v1 FAKENVML_CONFIG=/profiles/h100x2-mig.conf python3 probe.py "
+        "> /tmp/v1.json; "
+        "LD_LIBRARY_PATH=/fakenvml/full FAKENVML_CONFIG=/profiles/non-utf8.conf python3 probe.py > /tmp/bad.json; "
         "python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' "
-        "/tmp/a100.json /tmp/ns.json /tmp/legacy.json"
+        "/tmp/a100.json /tmp/ns.json /tmp/legacy.json /tmp/mig.json /tmp/v1.json /tmp/bad.json"
     )
     proc = subprocess.run(
         ["docker", "run", "--rm", "--name", f"kubegpu-lab-fakenvml-test-{os.getpid()}",
@@ -300,7 +427,7 @@ def test_debian_pynvml_on_node_image(libdir):
          NODE_IMAGE, "bash", "-c", script],
         capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    a100, not_supported, legacy = json.loads(proc.stdout)
+    a100, not_supported, legacy, mig, v1, bad = json.loads(proc.stdout)
     profile = load_profile("a100x4-mig")
     assert a100["pynvml"] is None or not a100["pynvml"].startswith("13.")
     assert a100["driver_version"] == profile["driver_version"]
@@ -312,3 +439,11 @@ def test_debian_pynvml_on_node_image(libdir):
     assert error_of(not_supported["devices"][0]["mig_mode"]) == "NVMLError_NotSupported"
     assert error_of(legacy["devices"][0]["compute_capability"]) == "NVMLError_FunctionNotFound"
     assert legacy["devices"][0]["name"] == "Tesla T4"
+    # MIG device attributes through Debian's bindings: _v2, and the v1 symbol where _v2 is missing
+    plus_me = mig["devices"][0]["mig_devices"][0]
+    assert plus_me["name"] == "NVIDIA H100 80GB HBM3 MIG 1g.10gb+me"
+    assert plus_me["attributes_v2"] == ATTRIBUTES["1g.10gb+me"]
+    assert error_of(v1["devices"][0]["mig_devices"][0]["attributes_v2"]) == "NVMLError_FunctionNotFound"
+    assert v1["devices"][0]["mig_devices"][0]["attributes_v1"] == ATTRIBUTES["1g.10gb+me"]
+    # python3-pynvml 11 decodes names itself too, and fails on bytes that are not UTF-8
+    assert bad["devices"][0]["name"] == {"error": "UnicodeDecodeError", "raw": "NVIDIA A100\\xe9-SXM4-40GB \\xff"}

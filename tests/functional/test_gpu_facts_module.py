@@ -2,14 +2,20 @@
 
 One playbook run covers every case: each task points LD_LIBRARY_PATH at a fake library build
 and FAKENVML_CONFIG at a profile through its `environment:` (the module process loads the library).
-The facts are checked against the profiles themselves (tests/support/fakenvml/profile.py).
-The same discovery also runs under Debian's python3-pynvml 11.525 in the lab node image.
+The facts are checked against the profiles themselves (tests/support/fakenvml/profile.py) and, for the
+MIG device attributes, against what the real pynvml reads from the same library (tests/support/fakenvml/probe.py).
+The same discovery also runs under Debian's python3-pynvml 11.525 in the lab node image, and in-process over
+the fake sysfs views (tests/support/fakenvml/sysfs.py) for the PCI class: this machine's own
+/sys/bus/pci/devices is not the profiles', so the module runs here leave the PCI class as they find it.
+Faults, hangs and bad input: test_gpu_facts_reliability.py.
 """
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -19,12 +25,19 @@ from fakenvml.profile import PROFILES, load_profile
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NODE_IMAGE = "kubegpu-lab-node:latest"
 GPU_PROFILES = ("h100x8", "a100x4-mig", "t4x1")
+NEW_PROFILES = ("b200x8", "gb200x4", "h100x2-mig", "rtx6000ada-vga")
+PROBE = ROOT / "tests" / "support" / "fakenvml" / "probe.py"
 
 # name -> (library build, profile or None for "no config file", module arguments, extra task keys)
 CASES = {
     "h100x8": ("full", "h100x8", {}, {}),
     "a100x4-mig": ("full", "a100x4-mig", {}, {}),
     "t4x1": ("full", "t4x1", {}, {}),
+    "b200x8": ("full", "b200x8", {}, {}),
+    "gb200x4": ("full", "gb200x4", {}, {}),
+    "h100x2-mig": ("full", "h100x2-mig", {}, {}),
+    "rtx6000ada-vga": ("full", "rtx6000ada-vga", {}, {}),
+    "h100x2-mig-attributes-v1": ("attributes-v1", "h100x2-mig", {}, {}),
     "a100x4-mig-legacy": ("legacy", "a100x4-mig", {}, {}),
     "not-supported": ("full", "not-supported", {}, {}),
     "driver-not-loaded": ("full", "driver-not-loaded", {}, {}),
@@ -98,6 +111,22 @@ def results(libdir, tmp_path_factory):
     return {"tasks": found, "stdout": run.stdout, "stderr": run.stderr, "marker": marker}
 
 
+@pytest.fixture(scope="session")
+def probed(libdir):
+    """{(profile, flavour): what the real pynvml reads from the fake library}, one probe process each."""
+    found = {}
+    for flavour, profile in (("full", name) for name in GPU_PROFILES + NEW_PROFILES):
+        found[(profile, flavour)] = _probe(libdir, profile, flavour)
+    found[("h100x2-mig", "attributes-v1")] = _probe(libdir, "h100x2-mig", "attributes-v1")
+    return found
+
+
+def _probe(libdir, profile, flavour):
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / flavour), FAKENVML_CONFIG=str(PROFILES / (profile + ".conf")))
+    return json.loads(subprocess.run([sys.executable, str(PROBE)], env=env, capture_output=True, text=True,
+                                     check=True, timeout=60).stdout)
+
+
 def facts_of(result):
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is False
@@ -108,7 +137,8 @@ def warnings_of(result):
     return [w["event"]["msg"] if isinstance(w, dict) else w for w in result.get("warnings", [])]
 
 
-def expected_devices(profile, with_optional=True):
+def expected_devices(profile, with_optional=True, probe=None):
+    """The devices a profile describes; ``probe``: the real pynvml's view of the library, for MIG attributes."""
     devices = []
     for index, gpu in enumerate(profile["gpus"]):
         has_mig = with_optional and "mig_mode" in gpu
@@ -122,29 +152,52 @@ def expected_devices(profile, with_optional=True):
             "pci_device_id": "0x%08X" % gpu["pci_device_id"],
             "compute_capability": cc,
             "mig": {"current": gpu["mig_mode"] if has_mig else None, "pending": gpu["mig_pending"] if has_mig else None,
-                    "devices": expected_mig_devices(gpu) if has_mig else None},
+                    "devices": expected_mig_devices(gpu, probe["devices"][index] if probe else None)
+                    if has_mig else None},
         })
     return devices
 
 
-def expected_mig_devices(gpu):
-    """The MIG devices the fake library makes of a profile's mig_devices (tests/support/fakenvml/fakenvml.c add_mig)."""
+def expected_mig_devices(gpu, probed_gpu=None):
+    """The MIG devices the fake library makes of a profile's mig_devices (tests/support/fakenvml/fakenvml.c add_mig),
+    with the attributes the real pynvml reads for them (nvmlDeviceGetAttributes_v2, else the v1 symbol)."""
     if gpu["mig_mode"] != 1:
         return []
-    return [{"index": slot,
-             "name": "%s MIG %s" % (gpu["name"], profile),
-             "profile": profile,
-             "uuid": "MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1),
-             "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
-            for slot, profile in enumerate(gpu.get("mig_devices", []))]
+    devices = []
+    for slot, profile in enumerate(gpu.get("mig_devices", [])):
+        device = {"slot": slot,
+                  "name": "%s MIG %s" % (gpu["name"], profile),
+                  "profile": profile,
+                  "uuid": "MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1),
+                  "memory_mib": int(profile.split("+")[0].split("-")[0].split(".")[-1][:-2]) * 1024,
+                  "multiprocessors": None,
+                  "slices": {"gi": None, "ci": None},
+                  "engines": {"copy": None, "decoder": None, "encoder": None, "jpeg": None, "ofa": None}}
+        attributes = probed_gpu["mig_devices"][slot] if probed_gpu else {}
+        attributes = attributes.get("attributes_v2") if "error" not in attributes.get("attributes_v2", {"error": 1}) \
+            else attributes.get("attributes_v1")
+        if attributes:
+            device.update(multiprocessors=attributes["multiprocessorCount"],
+                          slices={"gi": attributes["gpuInstanceSliceCount"],
+                                  "ci": attributes["computeInstanceSliceCount"]},
+                          engines={"copy": attributes["sharedCopyEngineCount"],
+                                   "decoder": attributes["sharedDecoderCount"],
+                                   "encoder": attributes["sharedEncoderCount"], "jpeg": attributes["sharedJpegCount"],
+                                   "ofa": attributes["sharedOfaCount"]},
+                          memory_mib=attributes["memorySizeMB"])
+        devices.append(device)
+    return devices
 
 
 def strip_derived(devices):
-    return [dict((k, v) for k, v in device.items() if k not in ("product", "family")) for device in devices]
+    """Without the values derived from others, and without the PCI class: read from this machine's sysfs."""
+    for device in devices:
+        assert device["pci_class"] is None or re.match(r"^0x[0-9a-f]{6}$", device["pci_class"]), device["pci_class"]
+    return [dict((k, v) for k, v in device.items() if k not in ("product", "family", "pci_class")) for device in devices]
 
 
-@pytest.mark.parametrize("name", GPU_PROFILES)
-def test_facts_match_the_profile(results, name):
+@pytest.mark.parametrize("name", GPU_PROFILES + NEW_PROFILES)
+def test_facts_match_the_profile(results, probed, name):
     profile = load_profile(PROFILES / ("%s.conf" % name))
     result = results["tasks"][name]
     facts = facts_of(result)
@@ -155,7 +208,34 @@ def test_facts_match_the_profile(results, name):
     assert facts["driver_version"] == profile["driver_version"]
     cuda = profile["cuda_driver_version"]
     assert facts["cuda_driver_version"] == "%d.%d" % (cuda // 1000, (cuda % 1000) // 10)
-    assert strip_derived(facts["devices"]) == expected_devices(profile)
+    assert strip_derived(facts["devices"]) == expected_devices(profile, probe=probed[(name, "full")])
+    # no Secure Boot state in this test machine's view (no /sys/firmware/efi here, or not readable)
+    assert set(facts["secure_boot"]) == {"enabled", "setup_mode", "source"}
+
+
+def test_mig_attributes_and_media_extensions(results, probed):
+    """GFD's MIG attribute labels come from these fields (k8s-device-plugin internal/resource/nvml-mig-device.go)."""
+    facts = facts_of(results["tasks"]["h100x2-mig"])
+    migs = facts["devices"][0]["mig"]["devices"]
+    assert [m["profile"] for m in migs] == ["1g.10gb+me", "1g.10gb", "2g.20gb", "3g.40gb"]
+    assert migs[0]["engines"] == {"copy": 1, "decoder": 1, "encoder": 0, "jpeg": 1, "ofa": 1}
+    assert migs[1]["engines"] == {"copy": 1, "decoder": 0, "encoder": 0, "jpeg": 0, "ofa": 0}
+    assert [(m["multiprocessors"], m["slices"]["gi"], m["slices"]["ci"], m["memory_mib"]) for m in migs] == [
+        (16, 1, 1, 10240), (16, 1, 1, 10240), (32, 2, 2, 20480), (48, 3, 3, 40960)]
+    # a driver without nvmlDeviceGetAttributes_v2: the same values through the v1 symbol
+    older = facts_of(results["tasks"]["h100x2-mig-attributes-v1"])
+    assert warnings_of(results["tasks"]["h100x2-mig-attributes-v1"]) == []
+    assert older["devices"] == facts["devices"]
+    expected = expected_devices(load_profile("h100x2-mig"), probe=probed[("h100x2-mig", "attributes-v1")])
+    assert strip_derived(older["devices"]) == expected
+
+
+@pytest.mark.parametrize("name, family, capability", [("b200x8", "blackwell", "10.0"), ("gb200x4", "blackwell", "10.0"),
+                                                      ("rtx6000ada-vga", "ada-lovelace", "8.9")])
+def test_newer_architectures(results, name, family, capability):
+    facts = facts_of(results["tasks"][name])
+    assert {(d["compute_capability"], d["family"]) for d in facts["devices"]} == {(capability, family)}
+    assert facts["labels"]["nvidia.com/gpu.compute.major"] == capability.split(".")[0]
 
 
 @pytest.mark.parametrize("name, product, family, memory, mig_capable", [
@@ -187,6 +267,7 @@ def test_legacy_library_leaves_missing_functions_null(results):
     facts = facts_of(result)
     profile = load_profile(PROFILES / "a100x4-mig.conf")
     assert strip_derived(facts["devices"]) == expected_devices(profile, with_optional=False)
+    assert all(d["mig"]["devices"] is None for d in facts["devices"])
     assert all(d["family"] is None for d in facts["devices"])
     assert warnings_of(result) == []
     assert facts["labels"]["nvidia.com/mig.capable"] == "false"
@@ -249,14 +330,18 @@ def test_label_options(results):
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-INVALID"
     labels = facts_of(results["tasks"]["mig-mixed"])["labels"]
     assert labels["nvidia.com/mig.strategy"] == "mixed"
-    assert dict((key, value) for key, value in labels.items() if key.startswith("nvidia.com/mig-")) == {
+    mig = dict((key, value) for key, value in labels.items() if key.startswith("nvidia.com/mig-"))
+    # (and the MIG attribute labels, multiprocessors and engines.*, where NVML gives them)
+    assert {
         "nvidia.com/mig-3g.20gb.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
         "nvidia.com/mig-3g.20gb.count": "2",
         "nvidia.com/mig-3g.20gb.replicas": "1",
+        "nvidia.com/mig-3g.20gb.sharing-strategy": "none",
         "nvidia.com/mig-3g.20gb.memory": "20480",
         "nvidia.com/mig-3g.20gb.slices.gi": "3",
         "nvidia.com/mig-3g.20gb.slices.ci": "3",
-    }
+    }.items() <= mig.items()
+    assert all(key.startswith("nvidia.com/mig-3g.20gb.") for key in mig)
 
 
 @pytest.mark.parametrize("name, reference", [("host-facts", "setup-host-facts"), ("host-facts-min", "setup-host-facts-min")])
@@ -348,12 +433,14 @@ def debian_results(libdir):
         pytest.skip("docker is not available")
     if subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True, check=False).returncode != 0:
         pytest.skip("%s is not built (lab/image/build.sh)" % NODE_IMAGE)
-    names = GPU_PROFILES + ("not-supported", "driver-not-loaded", "corrupt")
+    names = GPU_PROFILES + NEW_PROFILES + ("not-supported", "driver-not-loaded", "corrupt")
     loop = " ; ".join(
         "echo '== %s' ; LD_LIBRARY_PATH=/fake/%s FAKENVML_CONFIG=%s/%s.conf python3 -c \"$SCRIPT\""
         % (name, "full", PROFILES, name) for name in names)
     loop += " ; echo '== a100x4-mig-legacy' ; LD_LIBRARY_PATH=/fake/legacy FAKENVML_CONFIG=%s/a100x4-mig.conf " \
             "python3 -c \"$SCRIPT\"" % PROFILES
+    loop += " ; echo '== h100x2-mig-attributes-v1' ; LD_LIBRARY_PATH=/fake/attributes-v1 " \
+            "FAKENVML_CONFIG=%s/h100x2-mig.conf python3 -c \"$SCRIPT\"" % PROFILES
     proc = subprocess.run(
         ["docker", "run", "--rm", "--name", "gpu-facts-debian-pynvml-%d" % os.getpid(),
          "-v", "%s:/coll:ro" % (ROOT / ".cache" / "collections"), "-v", "%s:%s:ro" % (ROOT, ROOT),
@@ -368,7 +455,11 @@ def debian_results(libdir):
     return found
 
 
-@pytest.mark.parametrize("name", GPU_PROFILES + ("not-supported", "driver-not-loaded", "corrupt", "a100x4-mig-legacy"))
+DEBIAN_CASES = GPU_PROFILES + NEW_PROFILES + ("not-supported", "driver-not-loaded", "corrupt", "a100x4-mig-legacy",
+                                              "h100x2-mig-attributes-v1")
+
+
+@pytest.mark.parametrize("name", DEBIAN_CASES)
 def test_debian_pynvml_gives_the_same_facts(results, debian_results, name):
     got = debian_results[name]
     assert got["pynvml"] == "/usr/lib/python3/dist-packages/pynvml.py"
@@ -378,3 +469,33 @@ def test_debian_pynvml_gives_the_same_facts(results, debian_results, name):
     for key in ("present", "count", "source", "driver_version", "cuda_driver_version", "devices"):
         assert got["facts"][key] == venv_facts[key], key
     assert [w.split(": fakenvml:")[0] for w in got["warnings"]] == [w.split(": fakenvml:")[0] for w in warnings_of(venv)]
+
+
+PCI_CLASS_SCRIPT = r"""
+import json, sys
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery import discover_gpus
+facts, warnings = discover_gpus(pci_root=sys.argv[1], efi_root=sys.argv[2])
+print(json.dumps({"facts": facts, "warnings": warnings}))
+"""
+
+
+@pytest.mark.parametrize("name, flavour, profile, source", [
+    ("h100x8", "full", "h100x8", "nvml"),
+    ("rtx6000ada-vga", "full", "rtx6000ada-vga", "nvml"),
+    ("gb200x4", "full", "gb200x4", "nvml"),
+    ("rtx6000ada-vga", "full", "driver-not-loaded", "pci"),   # GPUs on the bus, no driver
+])
+def test_pci_class_from_the_fake_sysfs_views(libdir, tmp_path, name, flavour, profile, source):
+    """The PCI class (GFD's gpu.mode: 0x0302 compute, 0x0300 graphics) from the sysfs views lab nodes mount."""
+    from fakenvml import sysfs  # pylint: disable=import-outside-toplevel
+
+    view = sysfs.write_profile(tmp_path, name)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / flavour), FAKENVML_CONFIG=str(PROFILES / (profile + ".conf")),
+               PYTHONPATH=str(ROOT / ".cache" / "collections"))
+    out = subprocess.run([sys.executable, "-c", PCI_CLASS_SCRIPT, str(view / "pci" / "devices"),
+                          str(tmp_path / "no-efi")], env=env, capture_output=True, text=True, check=True, timeout=60)
+    facts = json.loads(out.stdout)["facts"]
+    assert facts["source"] == source
+    gpus = load_profile(name)["gpus"]
+    assert [d["pci_bus_id"] for d in facts["devices"]] == [g["pci_bus_id"] for g in gpus]
+    assert [d["pci_class"] for d in facts["devices"]] == ["0x%06x" % g.get("pci_class", 0x030200) for g in gpus]

@@ -279,11 +279,28 @@ def test_node_found_by_internal_ip(kube, core, make_nodes):
     assert labels["accelerator"] == "nvidia-tesla-t4"
 
 
-def test_invalid_label_value_is_rejected_by_the_server(kube, core, make_nodes):
+def test_invalid_label_value_is_refused_before_any_request(kube, core, server, make_nodes):
     (name,) = make_nodes()
+    server.reset_counts()
     result = run_module(kube, {"node": name, "labels": {"example.com/zone": "-not valid-"}})
-    assert result.get("failed") is True
-    assert "rejected" in result["msg"] and name in result["msg"] and "422" in result["msg"]
+    assert result.get("failed") is True and result["error_kind"] == "input"
+    assert result["msg"] == ('invalid labels, taints or facts, nothing was written: node %s: label "example.com/zone" '
+                             'value "-not valid-": must be empty or consist of alphanumeric characters, \'-\', \'_\' '
+                             "or '.', starting and ending with an alphanumeric character" % name)
+    assert server.request_counts() == {}
+    labels, _taints = read(core, name)
+    assert "example.com/zone" not in labels
+
+
+def test_a_write_the_server_rejects_names_the_node(kube, core, server, make_nodes):
+    # what the module does not check itself (an admission webhook, a policy) the API answers 422
+    (name,) = make_nodes()
+    server.inject(method="PATCH", path_regex="/api/v1/nodes/%s$" % name, status=422, times=1,
+                  message='Node "%s" is invalid: metadata.labels: denied by policy' % name)
+    result = run_module(kube, {"node": name, "labels": {"example.com/zone": "eu"}})
+    assert result.get("failed") is True and result["error_kind"] == "write"
+    assert result["msg"].startswith("the API server rejected the labels or taints of node %s: patching node %s "
+                                    "failed: 422" % (name, name))
     labels, _taints = read(core, name)
     assert "example.com/zone" not in labels
 
@@ -351,3 +368,162 @@ def test_parallel_writes_retry_409_and_429_per_node(kube, core, server, make_nod
     gets = [i for i, request in enumerate(log) if request == ("GET", held)]
     assert len(gets) == 2
     assert all(log.index(("PATCH", name)) < gets[1] for name in names[1:]), log
+
+
+# --- connection: timeouts, precedence, auth options -----------------------------------------------------
+
+@pytest.fixture
+def second_server(tmp_path):
+    from kubeapi import KubeAPIServer
+
+    srv = KubeAPIServer(tls=True, kubeconfig_path=str(tmp_path / "second-kubeconfig")).start()
+    yield srv
+    srv.stop()
+
+
+def timed(kube, args, env=None, **kwargs):
+    start = time.monotonic()
+    result = run_module(kube, args, env=env, **kwargs)
+    return result, time.monotonic() - start
+
+
+@pytest.mark.parametrize("where", ["hang", "black-hole"])
+def test_a_server_that_never_answers_fails_with_a_timeout_naming_it(kube, server, make_nodes, where):
+    from kubeapi import BlackHole
+
+    (name,) = make_nodes()
+    args = {"node": name, "labels": {"nvidia.com/gpu.present": "true"}, "request_timeout": 2, "retries": 1}
+    hole = None
+    if where == "hang":
+        server.inject(path_regex="/api/v1/nodes", hang=True, times=0)
+        url = server.url
+    else:
+        hole = BlackHole()
+        url = args["host"] = hole.url
+        args["api_key"] = server.token
+    server.reset_counts()
+    try:
+        result, elapsed = timed(kube, args)
+    finally:
+        if hole:
+            hole.close()
+    assert result.get("failed") is True, result
+    assert result["error_kind"] == "timeout"
+    assert result["msg"] == ("listing nodes failed: the API server at %s did not answer within 2s (request_timeout), "
+                             "2 attempts" % url)
+    assert result["api_requests"] == {"list": 2}
+    if where == "hang":
+        assert server.request_counts() == {"list": 2}
+    # two attempts of 2 s, Ansible's start and end around them: it returned (no hang), after the timeouts ran
+    assert 4 <= elapsed < 60
+    server.clear_faults()
+    labels, _taints = read(kube.core(), name)
+    assert "nvidia.com/gpu.present" not in labels
+
+
+def test_host_overrides_the_kubeconfig_server(kube, core, server, second_server, make_nodes):
+    # kubernetes.core's precedence (plugins/module_utils/k8s/client.py): options over the kubeconfig
+    (name,) = make_nodes()
+    kubernetes.client.CoreV1Api(kube.api_client(second_server.kubeconfig_path)).create_node(
+        {"metadata": {"name": name}})
+    result = run_module(kube, {"node": name, "labels": {"written-to": "second"}, "host": second_server.url,
+                               "api_key": second_server.token, "ca_cert": second_server.ca_path})
+    assert result["changed"] is True, result
+    assert second_server.objects("nodes")[0]["metadata"]["labels"]["written-to"] == "second"
+    assert "written-to" not in read(core, name)[0]
+    # K8S_AUTH_HOST as well, with the kubeconfig's other settings (its CA: both servers share it in one process)
+    result = run_module(kube, {"node": name, "labels": {"written-to": "second-by-env"},
+                               "api_key": second_server.token}, env={"K8S_AUTH_HOST": second_server.url})
+    assert result["changed"] is True, result
+    assert second_server.objects("nodes")[0]["metadata"]["labels"]["written-to"] == "second-by-env"
+    assert "written-to" not in read(core, name)[0]
+
+
+def test_an_http_host_against_the_tls_port_fails_and_writes_nothing(kube, core, server, make_nodes):
+    (name,) = make_nodes()
+    server.reset_counts()
+    result = run_module(kube, {"node": name, "labels": {"a": "b"}, "host": server.url.replace("https:", "http:")})
+    assert result.get("failed") is True
+    assert result["error_kind"] == "api"
+    assert result["msg"] == ("listing nodes failed: 400 Bad Request: Client sent an HTTP request to an HTTPS server. "
+                             "(the server's URL starts with https://)")
+    assert server.request_counts() == {}  # plain HTTP never reached the API
+    assert "a" not in read(core, name)[0]
+
+
+def test_a_client_certificate_authenticates_over_tls(kube, core, server, make_nodes):
+    (name,) = make_nodes()
+    cert, key = server.client_certificate("gpu-operator", ["system:masters"])
+    connection = {"host": server.url, "ca_cert": server.ca_path, "client_cert": cert, "client_key": key}
+    server.reset_counts()
+    result = run_module(kube, dict(connection, node=name, labels={"via": "cert"}),
+                        env={"K8S_AUTH_KUBECONFIG": "", "KUBECONFIG": "/nonexistent"})
+    assert result["changed"] is True, result
+    assert set(r["user"]["name"] for r in server.requests()) == {"gpu-operator"}
+    assert read(core, name)[0]["via"] == "cert"
+    # a certificate without the rights: the API's 403, naming the user
+    cert, key = server.client_certificate("viewer", [])
+    result = run_module(kube, dict(connection, node=name, labels={"via": "viewer"}, client_cert=cert, client_key=key),
+                        env={"K8S_AUTH_KUBECONFIG": "", "KUBECONFIG": "/nonexistent"})
+    assert result["error_kind"] == "write" and '403' in result["msg"] and 'User "viewer"' in result["msg"]
+    # given as K8S_AUTH_CERT_FILE / K8S_AUTH_KEY_FILE over the kubeconfig's token: the certificate is presented
+    cert, key = server.client_certificate("env-operator", ["system:masters"])
+    server.reset_counts()
+    result = run_module(kube, {"node": name, "labels": {"via": "env-cert"}},
+                        env={"K8S_AUTH_CERT_FILE": cert, "K8S_AUTH_KEY_FILE": key})
+    assert result["changed"] is True, result
+    assert set(r["user"]["name"] for r in server.requests()) == {"env-operator"}
+    assert read(core, name)[0]["via"] == "env-cert"
+
+
+def test_impersonation_headers_reach_the_server(kube, core, server, make_nodes):
+    (name,) = make_nodes()
+    server.reset_counts()
+    result = run_module(kube, {"node": name, "labels": {"as": "alice"}, "impersonate_user": "alice",
+                               "impersonate_groups": ["gpu-admins", "system:masters"]})
+    assert result["changed"] is True, result
+    users = [r["user"] for r in server.requests()]
+    assert users and all(u == {"name": "alice", "admin": True, "groups": ["gpu-admins", "system:masters"],
+                               "impersonated_by": "kubeapi-admin"} for u in users)
+    result = run_module(kube, {"node": name, "labels": {"as": "bob"}}, env={"K8S_AUTH_IMPERSONATE_USER": "bob"})
+    assert result["error_kind"] == "write" and 'User "bob" cannot patch resource "nodes"' in result["msg"]
+    assert read(core, name)[0]["as"] == "alice"
+
+
+def test_a_proxy_with_basic_auth_and_no_proxy(kube, core, server, make_nodes):
+    from kubeapi.proxy import ConnectProxy
+
+    (name,) = make_nodes()
+    with ConnectProxy(credentials="gpu:pa55") as proxy:
+        result = run_module(kube, {"node": name, "labels": {"via": "proxy"}, "proxy": proxy.url,
+                                   "proxy_headers": {"proxy_basic_auth": "gpu:pa55"}})
+        assert result["changed"] is True, result
+        assert proxy.requests and all(r["code"] == 200 and r["target"] == "127.0.0.1:%d" % server.port
+                                      for r in proxy.requests)
+        tunnelled = len(proxy.requests)
+        result = run_module(kube, {"node": name, "labels": {"via": "direct"}, "proxy": proxy.url,
+                                   "no_proxy": "localhost,127.0.0.1"})
+        assert result["changed"] is True and len(proxy.requests) == tunnelled
+        result = run_module(kube, {"node": name, "labels": {"via": "refused"}},
+                            env={"K8S_AUTH_PROXY": proxy.url})  # no credentials: the proxy answers 407
+        assert result.get("failed") is True and result["error_kind"] == "api"
+        assert "through the proxy" in result["msg"] and "407" in result["msg"]
+    assert read(core, name)[0]["via"] == "direct"
+
+
+def test_module_defaults_on_the_action_group_set_the_connection_of_both_collections(kube, core, tmp_path, make_nodes):
+    (name,) = make_nodes()
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(json.dumps([{
+        "name": "One connection for the play", "hosts": "localhost", "gather_facts": False,
+        "module_defaults": {"group/kubegpu.nvidia.k8s": {"kubeconfig": kube.kubeconfig, "context": "kubeapi"}},
+        "tasks": [
+            {"name": "Label", "kubegpu.nvidia.k8s_gpu_label": {"node": name, "labels": {"grouped": "yes"}}},
+            {"name": "Read back", "kubernetes.core.k8s_info": {"kind": "Node", "name": name}, "register": "info"},
+        ]}]))
+    result = ansible_run.run_playbook(str(playbook), "localhost,", connection="local",
+                                      env={"K8S_AUTH_KUBECONFIG": "", "KUBECONFIG": "/nonexistent"})
+    assert result.rc == 0, result.stdout[-3000:]
+    tasks = result.tasks()
+    assert tasks["Label"]["changed"] is True
+    assert tasks["Read back"]["resources"][0]["metadata"]["labels"]["grouped"] == "yes"

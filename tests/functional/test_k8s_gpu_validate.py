@@ -4,13 +4,13 @@ Runs go through `ansible localhost -m kubegpu.nvidia.k8s_gpu_validate` and the r
 over HTTP. The test server's kubelet stand-in runs a pod with restartPolicy Never to Succeeded (exit code
 and log from the annotations kubegpu.io/simulated-exit-code and kubegpu.io/simulated-log), keeps one with
 restartPolicy Always Running, and leaves a pod no node can take Pending/Unschedulable with the
-scheduler's message. One test drives PodAPI in-process through CoreV1Api, as with kubernetes < 35.
+scheduler's message. One test drives Validation and PodAPI in-process.
 """
 import pytest
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_validation import (
     RECORD_ANNOTATION, Validation, recorded_results)
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import get_api_client
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError, get_api_client
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_pods import PodAPI
 
 kubernetes = pytest.importorskip("kubernetes")
@@ -203,16 +203,50 @@ def test_no_selected_node_and_a_namespace_that_may_not_be_created_fail_clearly(k
     assert "gpu-validation" not in namespaces(kube)
 
 
-def test_an_older_client_runs_the_same_validation_through_core_v1_api(kube, nodes):
+@pytest.mark.parametrize("where", ["hang", "black-hole"])
+def test_a_server_that_never_answers_fails_within_the_timeout(kube, nodes, where):
+    import time
+
+    from kubeapi import BlackHole
+
     del nodes
-    api = PodAPI(get_api_client({"kubeconfig": kube.kubeconfig}))
-    api.direct = False  # as kubernetes < 35, without param_serialize
-    run = Validation(api, template(), node_selector=SELECTOR, timeout=20, unschedulable_timeout=1,
-                     poll_interval=0.5)
-    results = run.run()
-    assert [(r["node"], r["passed"]) for r in results] == [("node-a", True), ("node-b", True)]
-    assert run.changed is True
-    assert api.counts == {"list": 3, "get": 3, "create": 3, "delete": 2}
+    hole = None
+    extra = {}
+    if where == "hang":
+        kube.server.inject(hang=True, times=0)
+        url = kube.server.url
+    else:
+        hole = BlackHole()
+        url = extra["host"] = hole.url
+    kube.server.reset_counts()
+    start = time.monotonic()
+    try:
+        # request_timeout keeps its default (30 s): the module's timeout bounds the requests too
+        result = kube.ansible(MODULE, args(timeout=3, **extra))
+    finally:
+        elapsed = time.monotonic() - start
+        if hole:
+            hole.close()
+    assert result["failed"] is True
+    assert result["error_kind"] == "timeout"
+    assert result["msg"] == ("listing nodes with labels %s failed: the API server at %s did not answer within 3s "
+                             "(request_timeout)" % (SELECTOR, url))
+    assert result["api_requests"] == {"list": 1}  # no retry after the step's 3 s
+    assert elapsed < 25  # not the 30 s of request_timeout, let alone its retries
+    kube.server.clear_faults()
+
+
+def test_a_log_read_that_never_answers_fails_the_run_and_the_pods_are_still_deleted(kube, nodes):
+    del nodes
+    kube.server.inject("GET", r"^/api/v1/namespaces/gpu-validation/pods/[^/]+/log$", hang=True, times=0)
+    api = PodAPI(get_api_client({"kubeconfig": kube.kubeconfig}), request_timeout=30)
+    run = Validation(api, template(), node_selector=SELECTOR, timeout=2, unschedulable_timeout=1, poll_interval=0.5)
+    with pytest.raises(K8sError) as info:
+        run.run()
+    assert info.value.kind == "timeout"
+    assert info.value.msg.startswith("reading the log of pod gpu-validation/gpu-validation-node-a failed: the API "
+                                     "server at %s did not answer within 2s" % kube.server.url)
+    assert api.counts["delete"] == 2
     assert pods(kube) == []
 
 

@@ -400,6 +400,120 @@ def test_watch_streams_changes(kube):
     assert seen == ["MODIFIED", "DELETED"]
 
 
+# --------------------------------------------------------------------------- never answering, plain HTTP, TLS
+def test_a_hang_fault_never_answers_and_other_requests_still_do(kube, kube_server):
+    import urllib3
+
+    core = kube.core()
+    fault = kube_server.inject(method="GET", path_regex="/api/v1/nodes$", hang=True, times=0)
+    http = urllib3.PoolManager(ca_certs=kube_server.ca_path, retries=False)
+    with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+        http.request("GET", kube_server.url + "/api/v1/nodes", headers={"Authorization": "Bearer " + kube_server.token},
+                     timeout=urllib3.Timeout(connect=5, read=1))
+    assert fault.fired == 1
+    assert core.read_namespace("default", _request_timeout=5).metadata.name == "default"
+    listed = [r for r in kube_server.requests() if r["path"] == "/api/v1/nodes"]
+    assert [(r["verb"], r["code"]) for r in listed] == [("list", None)]  # counted, never answered
+    kube_server.clear_faults()
+    assert core.list_node(_request_timeout=5).kind == "NodeList"
+
+
+def test_a_black_hole_accepts_connections_and_never_answers(kube_server):
+    import socket
+
+    import urllib3
+    from kubeapi import BlackHole
+
+    with BlackHole() as hole:
+        with socket.create_connection(("127.0.0.1", hole.port), timeout=5):
+            pass  # the kernel accepts: a client connects, then waits for an answer
+        http = urllib3.PoolManager(ca_certs=kube_server.ca_path, retries=False)
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+            http.request("GET", hole.url + "/api/v1/nodes", timeout=urllib3.Timeout(connect=1, read=1))
+
+
+def test_plain_http_to_the_tls_port_is_answered_400_as_go_does(kube_server):
+    import urllib3
+
+    http = urllib3.PoolManager(retries=False)
+    answer = http.request("GET", kube_server.url.replace("https://", "http://") + "/api/v1/nodes")
+    assert answer.status == 400
+    assert answer.data == b"Client sent an HTTP request to an HTTPS server.\n"
+
+
+def test_client_certificates_authenticate_as_their_common_name_and_organizations(kube, kube_server):
+    import urllib3
+
+    def client(cert_key):
+        cert, key = cert_key
+        return urllib3.PoolManager(ca_certs=kube_server.ca_path, cert_file=cert, key_file=key, retries=False)
+
+    body = json.dumps({"metadata": {"name": "from-a-cert"}})
+    answer = client(kube_server.client_certificate("alice", ["system:masters"])).request(
+        "POST", kube_server.url + "/api/v1/namespaces", body=body, headers={"Content-Type": "application/json"})
+    assert answer.status == 201
+    assert kube_server.requests()[-1]["user"] == {"name": "alice", "admin": True, "groups": ["system:masters"]}
+    answer = client(kube_server.client_certificate("bob", [])).request(
+        "POST", kube_server.url + "/api/v1/namespaces", body=body, headers={"Content-Type": "application/json"})
+    assert answer.status == 403
+    assert 'User "bob" cannot create resource "namespaces"' in json.loads(answer.data)["message"]
+    assert client(kube_server.client_certificate("bob", [])).request(
+        "GET", kube_server.url + "/api/v1/nodes").status == 200
+    # refused in the handshake (with TLS 1.3 the client may see the alert or only the closed connection)
+    with pytest.raises((urllib3.exceptions.SSLError, urllib3.exceptions.ProtocolError)):
+        client(kube_server.client_certificate("eve", ["system:masters"], trusted=False)).request(
+            "GET", kube_server.url + "/api/v1/nodes")
+    assert "eve" not in [(r["user"] or {}).get("name") for r in kube_server.requests()]
+    # without a certificate: the bearer token, as before
+    assert kube.core().read_namespace("from-a-cert").metadata.name == "from-a-cert"
+
+
+def test_impersonation_acts_as_the_user_and_groups_named(kube, kube_server, tmp_path):
+    import urllib3
+
+    http = urllib3.PoolManager(ca_certs=kube_server.ca_path, retries=False)
+
+    def call(token, user=None, groups=(), method="POST"):
+        headers = urllib3.HTTPHeaderDict({"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        if user is not None:
+            headers.add("Impersonate-User", user)
+        for group in groups:
+            headers.add("Impersonate-Group", group)
+        body = json.dumps({"metadata": {"name": "ns-%d" % len(kube_server.requests())}}) if method == "POST" else None
+        return http.request(method, kube_server.url + "/api/v1/namespaces", body=body, headers=headers)
+
+    answer = call(kube_server.token, "alice", ["team-a", "team-b"])
+    assert answer.status == 403
+    assert 'User "alice" cannot create resource "namespaces"' in json.loads(answer.data)["message"]
+    assert kube_server.requests()[-1]["user"] == {"name": "alice", "admin": False, "groups": ["team-a", "team-b"],
+                                                  "impersonated_by": "kubeapi-admin"}
+    assert call(kube_server.token, "alice", ["system:masters"]).status == 201
+    assert call(kube_server.token, "alice", method="GET").status == 200
+    answer = call(kube_server.readonly_token, "alice")
+    assert answer.status == 403 and "cannot impersonate" in json.loads(answer.data)["message"]
+    assert call(kube_server.token, None, ["team-a"]).status == 400
+
+
+def test_a_connect_proxy_tunnels_to_the_server_and_records_what_it_was_asked(kube, kube_server):
+    from kubeapi.proxy import ConnectProxy
+
+    with ConnectProxy(credentials="user:pa55") as proxy:
+        api = kube.api_client()
+        api.configuration.proxy = proxy.url
+        api.configuration.retries = False
+        from kubernetes import client as k8s_client
+
+        refused = k8s_client.ApiClient(api.configuration)
+        with pytest.raises(Exception):
+            client.CoreV1Api(refused).list_node(_request_timeout=5)
+        import urllib3
+
+        api.configuration.proxy_headers = urllib3.util.make_headers(proxy_basic_auth="user:pa55")
+        assert client.CoreV1Api(k8s_client.ApiClient(api.configuration)).list_node(_request_timeout=5).kind == "NodeList"
+    assert [r["code"] for r in proxy.requests] == [407, 200]
+    assert proxy.requests[-1]["target"] == "127.0.0.1:%d" % kube_server.port
+
+
 # --------------------------------------------------------------------------- the command line
 def test_a_silent_connection_does_not_block_other_clients(kube, kube_server):
     import socket

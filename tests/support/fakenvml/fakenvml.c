@@ -8,7 +8,7 @@
  *
  *   driver_version = 535.183.01
  *   cuda_driver_version = 12020
- *   fault = none          # none | driver_not_loaded | no_permission | unknown
+ *   fault = none          # none | driver_not_loaded | no_permission | unknown | hang
  *   not_supported = nvmlDeviceGetMigMode, nvmlDeviceGetMaxMigDeviceCount
  *   [gpu]                 # one section per GPU, in index order
  *   name = NVIDIA H100 80GB HBM3
@@ -16,17 +16,36 @@
  *   memory_total_mib = 81559
  *   pci_bus_id = 00000000:18:00.0
  *   pci_device_id = 0x233010DE
+ *   pci_class = 0x030200  # not an NVML value: the class the fake sysfs views give the GPU
  *   compute_capability = 9.0
  *   mig_mode = 0          # omit every mig_* key: MIG calls return NOT_SUPPORTED
  *   mig_pending = 0
  *   max_mig_devices = 7
+ *   mig_devices = 3g.40gb, 2g.20gb, 1g.10gb+me, 1c.2g.20gb
+ *   mig_multiprocessors_per_slice = 16
+ *
+ * name and driver_version may hold \xHH escapes (and \\ for a backslash), to give
+ * strings that are not UTF-8, as a driver or a board with a corrupt name string does.
+ *
+ * MIG devices: profiles [<c>c.]<g>g.<gb>gb with an optional +me, +me.all, +gfx or -me.
+ * nvmlDeviceGetAttributes_v2 (and the older nvmlDeviceGetAttributes) answer for MIG
+ * device handles, as NVML does, with values derived from the profile:
+ * gpuInstanceSliceCount g, computeInstanceSliceCount c (else g), multiprocessorCount
+ * c x mig_multiprocessors_per_slice (default 14, the A100's), sharedCopyEngineCount g,
+ * decoders/JPEG/OFA as the A100 has them per GPU instance size (1g: 0/0/0, 2g: 1/0/0,
+ * 3g and 4g: 2/0/0, 7g: 5/1/1; +me adds one decoder, JPEG and OFA to a 1g instance,
+ * +me.all gives it the 7g media engines, -me none), no encoders, memorySizeMB gb x 1024
+ * (the MIG device's memory total). Full GPUs answer NVML_ERROR_NOT_SUPPORTED.
  *
  * No file: nvmlInit* returns NVML_ERROR_DRIVER_NOT_LOADED. A file that does
  * not parse: nvmlInit* returns NVML_ERROR_UNKNOWN and prints
- * "fakenvml: <path>:<line>: <reason>" to stderr.
+ * "fakenvml: <path>:<line>: <reason>" to stderr. fault = hang: nvmlInit* never
+ * returns (a wedged GPU or driver).
  *
- * Built with -DFAKENVML_LEGACY the library lacks the MIG and compute
- * capability functions, like a driver older than those calls.
+ * Built with -DFAKENVML_LEGACY the library lacks the MIG, attributes and compute
+ * capability functions, like a driver older than those calls. Built with
+ * -DFAKENVML_NO_ATTRIBUTES_V2 it lacks nvmlDeviceGetAttributes_v2 only (drivers
+ * before R470 have nvmlDeviceGetAttributes alone).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -35,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -81,6 +101,18 @@ typedef struct {
 } nvmlMemory_v2_t;
 
 typedef struct {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+typedef struct {
     char busIdLegacy[16];
     unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
     char busId[32];
@@ -103,13 +135,16 @@ struct fake_device {
     unsigned int domain, bus, device, function;
     unsigned int pci_device_id, pci_subsystem_id;
     int cc_major, cc_minor, has_cc;
+    unsigned int pci_class;
     unsigned int mig_current, mig_pending, max_mig;
     int has_mig;
     unsigned int mig_count;
+    unsigned int mig_sm_per_slice;
     struct fake_device *mig[MAX_MIG];
+    nvmlDeviceAttributes_t attributes; /* MIG devices only */
 };
 
-enum fault { FAULT_NONE, FAULT_DRIVER_NOT_LOADED, FAULT_NO_PERMISSION, FAULT_UNKNOWN };
+enum fault { FAULT_NONE, FAULT_DRIVER_NOT_LOADED, FAULT_NO_PERMISSION, FAULT_UNKNOWN, FAULT_HANG };
 
 /* Every function a configuration may name in not_supported. */
 static const char *const known_functions[] = {
@@ -139,6 +174,8 @@ static const char *const known_functions[] = {
     "nvmlDeviceGetMigDeviceHandleByIndex",
     "nvmlDeviceIsMigDeviceHandle",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetAttributes",
+    "nvmlDeviceGetAttributes_v2",
 };
 #define N_KNOWN (sizeof(known_functions) / sizeof(known_functions[0]))
 
@@ -287,13 +324,59 @@ static int parse_uuid(const char *value, const char *prefix)
     return *s ? -1 : 0;
 }
 
+/* Media engines (decoders, JPEG, OFA) of an A100 GPU instance by its slice count. */
+static void media_engines(unsigned int slices, unsigned int *decoders, unsigned int *jpeg, unsigned int *ofa)
+{
+    static const unsigned int dec[8] = {0, 0, 1, 2, 2, 2, 2, 5};
+    *decoders = dec[slices];
+    *jpeg = slices == 7;
+    *ofa = slices == 7;
+}
+
+/* Parse [<c>c.]<g>g.<gb>gb[+me|+me.all|+gfx|-me] and fill the attributes a MIG device of it has. */
+static int mig_attributes(const struct fake_device *gpu, const char *profile, nvmlDeviceAttributes_t *a)
+{
+    unsigned int c = 0, g, gb;
+    int used = 0;
+    const char *rest = profile;
+    if (sscanf(rest, "%uc.%n", &c, &used) == 1 && used > 0) {
+        if (c < 1 || c > 7)
+            return -1;
+        rest += used;
+    }
+    used = 0;
+    if (sscanf(rest, "%ug.%ugb%n", &g, &gb, &used) != 2 || used == 0 || g < 1 || g > 7 || gb < 1 || (c && c > g))
+        return -1;
+    if (!isdigit((unsigned char)rest[0]))
+        return -1;
+    rest += used;
+    memset(a, 0, sizeof(*a));
+    a->gpuInstanceSliceCount = g;
+    a->computeInstanceSliceCount = c ? c : g;
+    a->multiprocessorCount = a->computeInstanceSliceCount * gpu->mig_sm_per_slice;
+    a->sharedCopyEngineCount = g;
+    a->sharedEncoderCount = 0;
+    a->memorySizeMB = (unsigned long long)gb * 1024ULL;
+    media_engines(g, &a->sharedDecoderCount, &a->sharedJpegCount, &a->sharedOfaCount);
+    if (strcmp(rest, "+me") == 0) {
+        a->sharedDecoderCount += 1;
+        a->sharedJpegCount += 1;
+        a->sharedOfaCount += 1;
+    } else if (strcmp(rest, "+me.all") == 0) {
+        media_engines(7, &a->sharedDecoderCount, &a->sharedJpegCount, &a->sharedOfaCount);
+    } else if (strcmp(rest, "-me") == 0) {
+        a->sharedDecoderCount = a->sharedJpegCount = a->sharedOfaCount = 0;
+    } else if (*rest && strcmp(rest, "+gfx") != 0) {
+        return -1;
+    }
+    return 0;
+}
+
 static struct fake_device *add_mig(struct fake_device *gpu, const char *profile)
 {
     struct fake_device *m;
-    unsigned int slices, gb;
-    int used = 0;
-    if (sscanf(profile, "%ug.%ugb%n", &slices, &gb, &used) != 2 || profile[used] || slices < 1 || slices > 7 ||
-        gb < 1)
+    nvmlDeviceAttributes_t attributes;
+    if (strlen(profile) > 20 || mig_attributes(gpu, profile, &attributes))
         return NULL;
     if (gpu->mig_count >= MAX_MIG || st.mig_total >= MAX_GPUS * MAX_MIG)
         return NULL;
@@ -302,12 +385,14 @@ static struct fake_device *add_mig(struct fake_device *gpu, const char *profile)
     m->magic = DEVICE_MAGIC;
     m->index = gpu->mig_count;
     m->parent = gpu;
+    m->attributes = attributes;
     snprintf(m->name, sizeof(m->name), "%.60s MIG %.20s", gpu->name, profile);
     /* MIG-<parent uuid digits with the instance number in the last group> */
     snprintf(m->uuid, sizeof(m->uuid), "MIG-%.32s%04x", gpu->uuid + 4, m->index + 1);
-    m->memory_total_mib = (unsigned long long)gb * 1024ULL;
+    m->memory_total_mib = attributes.memorySizeMB;
     m->pci_device_id = gpu->pci_device_id;
     m->pci_subsystem_id = gpu->pci_subsystem_id;
+    m->pci_class = gpu->pci_class;
     m->domain = gpu->domain;
     m->bus = gpu->bus;
     m->device = gpu->device;
@@ -319,13 +404,43 @@ static struct fake_device *add_mig(struct fake_device *gpu, const char *profile)
     return m;
 }
 
+/* Turn \xHH and \\ escapes into bytes, in place. Returns -1 for a bad escape or a NUL byte. */
+static int unescape(char *value)
+{
+    char *in = value, *out = value;
+    while (*in) {
+        if (*in != '\\') {
+            *out++ = *in++;
+            continue;
+        }
+        if (in[1] == '\\') {
+            *out++ = '\\';
+            in += 2;
+            continue;
+        }
+        if (in[1] == 'x' && isxdigit((unsigned char)in[2]) && isxdigit((unsigned char)in[3])) {
+            char hex[3] = {in[2], in[3], 0};
+            long byte = strtol(hex, NULL, 16);
+            if (byte == 0)
+                return -1;
+            *out++ = (char)byte;
+            in += 4;
+            continue;
+        }
+        return -1;
+    }
+    *out = '\0';
+    return 0;
+}
+
 enum gpu_key {
     K_NAME, K_UUID, K_MEMORY, K_MEMORY_USED, K_BUS_ID, K_DEVICE_ID, K_SUBSYSTEM_ID, K_CC,
-    K_MIG_MODE, K_MIG_PENDING, K_MAX_MIG, K_MIG_DEVICES, K_GPU_KEYS
+    K_MIG_MODE, K_MIG_PENDING, K_MAX_MIG, K_MIG_DEVICES, K_PCI_CLASS, K_MIG_SM, K_GPU_KEYS
 };
 static const char *const gpu_keys[K_GPU_KEYS] = {
     "name", "uuid", "memory_total_mib", "memory_used_mib", "pci_bus_id", "pci_device_id",
     "pci_subsystem_id", "compute_capability", "mig_mode", "mig_pending", "max_mig_devices", "mig_devices",
+    "pci_class", "mig_multiprocessors_per_slice",
 };
 static const char *const global_keys[] = {
     "driver_version", "cuda_driver_version", "nvml_version", "fault", "not_supported",
@@ -359,6 +474,8 @@ static int set_gpu_key(struct parser *p, struct fake_device *d, int key, char *v
     unsigned long long n;
     switch (key) {
     case K_NAME:
+        if (unescape(value))
+            return fail(p, p->line, "name has a bad escape (\\xHH, not \\x00, or \\\\)");
         if (!*value || strlen(value) >= 64)
             return fail(p, p->line, "name must be 1 to 63 characters");
         snprintf(d->name, sizeof(d->name), "%s", value);
@@ -407,6 +524,15 @@ static int set_gpu_key(struct parser *p, struct fake_device *d, int key, char *v
         snprintf(pending_mig[d->index], sizeof(pending_mig[0]), "%s", value);
         pending_mig_line[d->index] = p->line;
         return 0;
+    case K_PCI_CLASS:
+        if (parse_hex32(value, &d->pci_class) || strlen(value) != 8 || (d->pci_class >> 16) != 0x03)
+            return fail(p, p->line, "pci_class must be a display controller class like 0x030200, not '%s'", value);
+        return 0;
+    case K_MIG_SM:
+        if (parse_ull(value, &n) || n < 1 || n > 64)
+            return fail(p, p->line, "mig_multiprocessors_per_slice must be 1 to 64, not '%s'", value);
+        d->mig_sm_per_slice = (unsigned int)n;
+        return 0;
     }
     return -1;
 }
@@ -417,6 +543,8 @@ static int set_global_key(struct parser *p, int key, char *value)
     char *item, *save = NULL;
     switch (key) {
     case 0: /* driver_version */
+        if (unescape(value))
+            return fail(p, p->line, "driver_version has a bad escape (\\xHH, not \\x00, or \\\\)");
         if (!*value || strlen(value) >= 64)
             return fail(p, p->line, "driver_version must be 1 to 63 characters");
         snprintf(st.driver_version, sizeof(st.driver_version), "%s", value);
@@ -444,9 +572,11 @@ static int set_global_key(struct parser *p, int key, char *value)
             st.fault = FAULT_NO_PERMISSION;
         else if (strcmp(value, "unknown") == 0)
             st.fault = FAULT_UNKNOWN;
+        else if (strcmp(value, "hang") == 0)
+            st.fault = FAULT_HANG;
         else
-            return fail(p, p->line, "fault must be none, driver_not_loaded, no_permission or unknown, not '%s'",
-                        value);
+            return fail(p, p->line,
+                        "fault must be none, driver_not_loaded, no_permission, unknown or hang, not '%s'", value);
         return 0;
     case 4: /* not_supported */
         for (item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -489,7 +619,7 @@ static int finish_gpu(struct parser *p, struct fake_device *d)
             if (d->mig_count >= d->max_mig)
                 return fail(p, line, "mig_devices lists more devices than max_mig_devices");
             if (!add_mig(d, item))
-                return fail(p, line, "mig_devices entry '%s' must look like 3g.20gb", item);
+                return fail(p, line, "mig_devices entry '%s' must look like 3g.20gb, 1c.3g.20gb or 1g.10gb+me", item);
         }
     }
     for (i = 0; i < d->index; i++) {
@@ -556,6 +686,8 @@ static nvmlReturn_t load_config(void)
             gpu->magic = DEVICE_MAGIC;
             gpu->index = st.gpu_count++;
             gpu->header_line = p.line;
+            gpu->pci_class = 0x030200;
+            gpu->mig_sm_per_slice = 14;
             continue;
         }
         eq = strchr(line, '=');
@@ -623,6 +755,9 @@ static nvmlReturn_t load_config(void)
         return NVML_ERROR_NO_PERMISSION;
     case FAULT_UNKNOWN:
         return NVML_ERROR_UNKNOWN;
+    case FAULT_HANG:
+        for (;;)
+            sleep(3600);
     case FAULT_NONE:
         break;
     }
@@ -1001,6 +1136,29 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, uns
     *mig = device->mig[index];
     return NVML_SUCCESS;
 }
+
+static nvmlReturn_t attributes(const char *fn, nvmlDevice_t device, nvmlDeviceAttributes_t *out)
+{
+    CHECK_DEVICE(fn, device);
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->parent)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *out = device->attributes;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t *out)
+{
+    return attributes("nvmlDeviceGetAttributes", device, out);
+}
+
+#ifndef FAKENVML_NO_ATTRIBUTES_V2
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *out)
+{
+    return attributes("nvmlDeviceGetAttributes_v2", device, out);
+}
+#endif
 #endif
 
 EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig)

@@ -4,7 +4,9 @@ Run it in a fresh process (the library is chosen when pynvml first loads it):
 
     LD_LIBRARY_PATH=.cache/fakenvml/full FAKENVML_CONFIG=profile.conf python3 probe.py
 
-Every value is either the value pynvml returned or {"error": "<NVMLError class name>"}.
+Every value is either the value pynvml returned or {"error": "<NVMLError class name>"}. A string that
+is not UTF-8 is shown with backslash escapes: {"error": "UnicodeDecodeError", "raw": "..."} where pynvml
+itself failed to decode it (nvidia-ml-py 13), else the escaped text (bindings that return bytes).
 Works with nvidia-ml-py 13 and with Debian's python3-pynvml 11.
 """
 import json
@@ -14,7 +16,7 @@ import pynvml
 
 
 def _text(value):
-    return value.decode() if isinstance(value, bytes) else value
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
 
 
 def _call(function, *args):
@@ -22,6 +24,23 @@ def _call(function, *args):
         return function(*args)
     except pynvml.NVMLError as error:
         return {"error": type(error).__name__, "message": str(error)}
+    except UnicodeDecodeError as error:
+        return {"error": "UnicodeDecodeError", "raw": error.object.decode("utf-8", "backslashreplace")}
+
+
+def _attributes(handle, v1=False):
+    info = _call(_v1_attributes if v1 else pynvml.nvmlDeviceGetAttributes_v2, handle)
+    if _failed(info):
+        return info
+    return {name: getattr(info, name) for name, _type in info._fields_}
+
+
+def _v1_attributes(handle):
+    """nvmlDeviceGetAttributes (v1) by symbol: the bindings map their nvmlDeviceGetAttributes to _v2."""
+    attributes = pynvml.c_nvmlDeviceAttributes()
+    function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetAttributes")  # pylint: disable=protected-access
+    pynvml._nvmlCheckReturn(function(handle, pynvml.byref(attributes)))  # pylint: disable=protected-access
+    return attributes
 
 
 def _failed(value):
@@ -66,6 +85,8 @@ def _device(handle, mig=False):
         "memory": _memory(handle),
     }
     if mig:
+        device["attributes_v2"] = _attributes(handle)
+        device["attributes_v1"] = _attributes(handle, v1=True)
         return device
     device.update({
         "index": _call(pynvml.nvmlDeviceGetIndex, handle),
@@ -74,6 +95,7 @@ def _device(handle, mig=False):
         "compute_capability": _listed(_call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)),
         "mig_mode": _listed(_call(pynvml.nvmlDeviceGetMigMode, handle)),
         "max_mig_devices": _call(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle),
+        "attributes_v2": _attributes(handle),
     })
     migs = []
     limit = device["max_mig_devices"] if isinstance(device["max_mig_devices"], int) else 1

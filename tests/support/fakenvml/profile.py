@@ -1,4 +1,4 @@
-"""Read a fake NVML profile (tests/support/fakenvml/profiles/*.conf) into plain Python.
+r"""Read a fake NVML profile (tests/support/fakenvml/profiles/*.conf) into plain Python.
 
 Tests use it to know what a node should report without repeating the profile's values:
 
@@ -7,15 +7,26 @@ Tests use it to know what a node should report without repeating the profile's v
     profile["gpus"][0]["name"]  # 'NVIDIA H100 80GB HBM3'
 
 It reads well-formed profiles only; the library itself is the judge of malformed ones.
+``name`` and ``driver_version`` come back as NVML's bindings would decode them with replacement
+(``\xHH`` escapes that are not UTF-8 become U+FFFD); ``name_bytes`` keeps the raw bytes.
 """
 import pathlib
+import re
 
 PROFILES = pathlib.Path(__file__).resolve().parent / "profiles"
 
 _INT_KEYS = ("memory_total_mib", "memory_used_mib", "cuda_driver_version", "max_mig_devices", "mig_mode",
-             "mig_pending")
-_HEX_KEYS = ("pci_device_id", "pci_subsystem_id")
+             "mig_pending", "mig_multiprocessors_per_slice")
+_HEX_KEYS = ("pci_device_id", "pci_subsystem_id", "pci_class")
 _LIST_KEYS = ("not_supported", "mig_devices")
+_ESCAPED_KEYS = ("name", "driver_version")
+
+
+def unescape(text):
+    r"""The bytes a profile value with ``\xHH`` and ``\\`` escapes stands for (as fakenvml.c reads it)."""
+    return re.sub(rb"\\(x[0-9A-Fa-f]{2}|\\)",
+                  lambda m: b"\\" if m.group(1) == b"\\" else bytes([int(m.group(1)[1:], 16)]),
+                  text.encode("utf-8"))
 
 
 def _value(key, text):
@@ -28,6 +39,8 @@ def _value(key, text):
     if key == "compute_capability":
         major, minor = text.split(".")
         return [int(major), int(minor)]
+    if key in _ESCAPED_KEYS:
+        return unescape(text).decode("utf-8", "replace")
     return text
 
 
@@ -46,6 +59,8 @@ def parse_profile(text):
         key, _sep, value = line.partition("=")
         key = key.strip()
         section[key] = _value(key, value.strip())
+        if key in _ESCAPED_KEYS:
+            section[key + "_bytes"] = unescape(value.strip())
     for gpu in profile["gpus"]:
         if "mig_mode" in gpu:
             gpu.setdefault("mig_pending", gpu["mig_mode"])

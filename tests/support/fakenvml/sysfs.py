@@ -11,8 +11,11 @@ A node container gets ``<profile>/pci/devices`` bind-mounted read-only over
 ``/sys/bus/pci/devices`` (and ``dmi/product_name`` over
 ``/sys/class/dmi/id/product_name`` where the host has that file), so GPU
 discovery without a driver sees the profile's NVIDIA GPUs next to the other
-devices such a machine has. The GPUs come from the profile's [gpu] sections;
+devices such a machine has. The GPUs come from the profile's [gpu] sections, with
+the PCI class of their ``pci_class`` key (default 0x030200, a 3D controller);
 the other devices are fixed per profile below. The cpu profile has no NVIDIA device.
+Tests write the views of the other profiles (MACHINES and OTHER_MACHINES) with
+``write_profile(out, name)``.
 """
 import filecmp
 import os
@@ -55,6 +58,27 @@ MACHINES = {
         ("0000:00:05.0", 0x1D0F, 0xEC20, 0x020000, 0x1D0F, 0xEC20),
     ]),
 }
+# The profiles that no lab node uses: written only when a test asks for them.
+OTHER_MACHINES = {
+    "b200x8": ("DGX B200", [
+        ("0000:00:00.0", 0x8086, 0x09A2, 0x088000, 0x8086, 0x0000),   # Emerald Rapids IIO
+        ("0000:05:00.0", NVIDIA, 0x22A3, 0x068000, 0x10DE, 0x1999),   # NVSwitch (not a GPU)
+    ]),
+    "gb200x4": ("GB200 NVL", [
+        ("0000:00:00.0", 0x10DE, 0x22B2, 0x060400, 0x10DE, 0x0000),   # Grace root port
+        ("0000:01:00.0", 0x15B3, 0x1021, 0x020700, 0x15B3, 0x0041),   # ConnectX-7
+    ]),
+    "h100x2-mig": ("PowerEdge XE9680", [
+        ("0000:00:00.0", 0x8086, 0x09A2, 0x088000, 0x8086, 0x0000),
+    ]),
+    "rtx6000ada-vga": ("Precision 7960 Tower", [
+        ("0000:00:00.0", 0x8086, 0x09A2, 0x088000, 0x8086, 0x0000),
+        ("0000:17:00.1", NVIDIA, 0x22BA, 0x040300, 0x10DE, 0x16A1),   # the GPUs' HDMI audio function
+    ]),
+    "non-utf8": ("DGX Station A100", [
+        ("0000:00:00.0", 0x1022, 0x1480, 0x060000, 0x10DE, 0x145F),
+    ]),
+}
 
 
 def _sysfs_address(nvml_bus_id):
@@ -65,13 +89,17 @@ def _sysfs_address(nvml_bus_id):
 
 def devices(profile_name):
     """Return the PCI devices of a profile, GPUs included, as tuples like MACHINES has."""
-    found = list(MACHINES[profile_name][1])
+    found = list(_machine(profile_name)[1])
     if profile_name != "cpu":
         for gpu in load_profile(profile_name)["gpus"]:
             subsystem = gpu.get("pci_subsystem_id", 0)
-            found.append((_sysfs_address(gpu["pci_bus_id"]), NVIDIA, gpu["pci_device_id"] >> 16, DISPLAY_3D,
-                          subsystem & 0xFFFF, subsystem >> 16))
+            found.append((_sysfs_address(gpu["pci_bus_id"]), NVIDIA, gpu["pci_device_id"] >> 16,
+                          gpu.get("pci_class", DISPLAY_3D), subsystem & 0xFFFF, subsystem >> 16))
     return sorted(found)
+
+
+def _machine(profile_name):
+    return MACHINES[profile_name] if profile_name in MACHINES else OTHER_MACHINES[profile_name]
 
 
 def write_profile(out, profile_name):
@@ -87,7 +115,7 @@ def write_profile(out, profile_name):
                             ("subsystem_device", "0x%04x" % sub_device), ("revision", "0xa1")):
             (entry / name).write_text(value + "\n", encoding="ascii")
     (tmp / "dmi").mkdir(parents=True)
-    (tmp / "dmi" / "product_name").write_text(MACHINES[profile_name][0] + "\n", encoding="ascii")
+    (tmp / "dmi" / "product_name").write_text(_machine(profile_name)[0] + "\n", encoding="ascii")
     for path in [tmp] + sorted(tmp.rglob("*")):
         os.chmod(path, 0o755 if path.is_dir() else 0o444)
     if root.is_dir() and _same_tree(tmp, root):

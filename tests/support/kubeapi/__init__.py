@@ -3,7 +3,7 @@
 See docs/testing.md. `from kubeapi import KubeAPIServer`.
 """
 
-from .server import KubeAPIServer  # noqa: F401
+from .server import BlackHole, KubeAPIServer  # noqa: F401
 from .store import SIMULATED_GPUS  # noqa: F401
 
-__all__ = ["KubeAPIServer", "SIMULATED_GPUS"]
+__all__ = ["BlackHole", "KubeAPIServer", "SIMULATED_GPUS"]

@@ -9,7 +9,11 @@ to any other resource makes the next run look at every node.
 
 * DaemonSet controller: one pod per node the template selects and tolerates; status.
 * Device plugin: a node annotated `kubegpu.io/simulated-gpus: "<n>"` that runs a ready
-  device plugin pod advertises `nvidia.com/gpu` = n x replicas (time-slicing / MPS config).
+  device plugin pod advertises what the real plugin would under the config its config label picks:
+  `nvidia.com/gpu` (or `nvidia.com/gpu.shared` with renameByDefault) = n x replicas, and with the MIG
+  layout of `kubegpu.io/simulated-mig-devices` the MIG strategy's resources (`single`: the MIG devices
+  as `nvidia.com/gpu`, `mixed`: `nvidia.com/mig-<profile>`); a config the plugin refuses leaves the
+  plugin pod not ready and the node without GPUs.
 * Scheduler and kubelet: pods are placed (nodeSelector, node affinity, taints,
   unschedulable, GPU allocatable) and run to Succeeded (restartPolicy Never/OnFailure) or
   Running; GPU pods log `Test PASSED`; pods that fit nowhere stay Pending/Unschedulable.
@@ -36,6 +40,8 @@ PDBS = BY_PATH[("policy", "v1", "poddisruptionbudgets")]
 QUOTAS = BY_PATH[("", "v1", "resourcequotas")]
 
 GPU = "nvidia.com/gpu"
+# JSON list, one entry per simulated GPU: null (MIG off) or the profiles of its MIG devices (MIG on)
+SIMULATED_MIG = "kubegpu.io/simulated-mig-devices"
 LOG_ANNOTATION = "kubegpu.io/simulated-log"
 EXIT_ANNOTATION = "kubegpu.io/simulated-exit-code"
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -166,7 +172,11 @@ def _env(pod_spec, name):
 
 
 def plugin_config(store, ds, node):
-    """(resource name, replicas) the device plugin advertises on `node`, or None when it cannot start."""
+    """The device plugin config file the plugin on `node` runs with ({} for none), or None when it cannot start.
+
+    The config is chosen as the chart's config-manager does: the node label named by env NODE_LABEL, else env
+    DEFAULT_CONFIG, else the only key of the configMap volume.
+    """
     namespace = ds["metadata"]["namespace"]
     pod_spec = ds["spec"]["template"]["spec"]
     configs = {}
@@ -180,7 +190,7 @@ def plugin_config(store, ds, node):
                 continue
             configs.update(cm.get("data") or {})
     if not configs:
-        return GPU, 1
+        return {}
     label_key = _env(pod_spec, "NODE_LABEL")
     default = _env(pod_spec, "DEFAULT_CONFIG")
     name = None
@@ -192,7 +202,7 @@ def plugin_config(store, ds, node):
         if len(configs) == 1:
             name = next(iter(configs))
         else:
-            return GPU, 1
+            return {}
     if name not in configs:
         return None
     try:
@@ -201,15 +211,112 @@ def plugin_config(store, ds, node):
         return None
     if not isinstance(config, dict) or config.get("version") not in ("v1", None):
         return None
+    return config
+
+
+def _sharing(config):
+    """(strategy, {resource: advertised name}, {resource: replicas}) of a config, or None when it does not parse.
+
+    As api/config/v1: sharing.mps wins over sharing.timeSlicing when present; a present block needs resources,
+    each with a name and replicas >= 2 (replicas.go); the plugin ignores per-entry `rename` and with
+    renameByDefault advertises `<name>.shared` (config.go DisableResourceNamingInConfig).
+    """
     sharing = config.get("sharing") or {}
-    for strategy in ("timeSlicing", "mps"):
-        block = sharing.get(strategy) or {}
-        for entry in block.get("resources") or []:
-            if entry.get("name") == GPU:
-                replicas = int(entry.get("replicas") or 1)
-                rename = entry.get("rename") or (GPU + ".shared" if block.get("renameByDefault") else GPU)
-                return rename, replicas
-    return GPU, 1
+    if not isinstance(sharing, dict):
+        return None
+    strategy, block = "none", None
+    if sharing.get("mps") is not None:
+        strategy, block = "mps", sharing["mps"]
+    elif sharing.get("timeSlicing") is not None:
+        strategy, block = "time-slicing", sharing["timeSlicing"]
+    names, replicas = {}, {}
+    if block is None:
+        return strategy, names, replicas
+    if not isinstance(block, dict) or not block.get("resources"):
+        return None  # "no resources specified"
+    for entry in block["resources"]:
+        if not isinstance(entry, dict) or not entry.get("name") or "replicas" not in entry:
+            return None
+        try:
+            count = int(entry["replicas"])
+        except (TypeError, ValueError):
+            return None
+        if count < 2:
+            return None  # "number of replicas must be >= 2"
+        names[entry["name"]] = entry["name"] + ".shared" if block.get("renameByDefault") else entry["name"]
+        replicas[entry["name"]] = count
+    return strategy, names, replicas
+
+
+def _mig_parts(profile):
+    """(gpu slices, compute slices) of a MIG profile such as 3g.20gb, 1c.3g.20gb or 1g.10gb+me; None if unknown."""
+    head = str(profile).split("+", maxsplit=1)[0].split("-", maxsplit=1)[0].split(".")
+    try:
+        if head[0].endswith("c"):
+            return int(head[1][:-1]), int(head[0][:-1])
+        return int(head[0][:-1]), int(head[0][:-1])
+    except (IndexError, ValueError):
+        return None
+
+
+def plugin_resources(config, gpus, layout):
+    """{resource: count} the device plugin advertises with `config` on a node with `gpus` GPUs, or None.
+
+    `layout`: one entry per GPU, None for MIG off or the list of its MIG devices' profiles (MIG on). None
+    when the plugin cannot start: a config that does not parse, MPS with MIG strategy mixed or on MIG-enabled
+    GPUs, an invalid MIG layout for strategy single, or under mixed a MIG device whose profile has fewer
+    compute than GPU slices (internal/rm/device_map.go, rm.go AddDefaultResourcesToConfig).
+    """
+    flags = config.get("flags") or {}
+    strategy = flags.get("migStrategy") or "none"
+    sharing = _sharing(config)
+    if sharing is None or strategy not in ("none", "single", "mixed"):
+        return None
+    sharing_strategy, names, replicas = sharing
+    enabled = [one for one in layout if one is not None]
+    if sharing_strategy == "mps" and (strategy == "mixed" or enabled):
+        return None
+    base = {}
+    if strategy == "none" or not enabled:
+        base[GPU] = gpus
+    elif strategy == "single":
+        if any(not one for one in enabled) or len(enabled) != gpus:
+            return None
+        profiles = set(profile for one in enabled for profile in one)
+        if len(profiles) != 1:
+            return None
+        base[GPU] = sum(len(one) for one in enabled)
+    else:
+        base[GPU] = gpus - len(enabled)
+        for one in enabled:
+            for profile in one:
+                parts = _mig_parts(profile)
+                if parts is None or parts[0] != parts[1]:
+                    return None
+                name = "nvidia.com/mig-" + profile.replace("+", ".")
+                base[name] = base.get(name, 0) + 1
+    advertised = {}
+    for name, count in base.items():
+        if name in replicas:
+            name, count = names[name], count * replicas[name]
+        if count:
+            advertised[name] = count
+    return advertised
+
+
+def node_layout(node, gpus):
+    """The node's MIG layout from the annotation kubegpu.io/simulated-mig-devices (all MIG off without it)."""
+    raw = (node["metadata"].get("annotations") or {}).get(SIMULATED_MIG)
+    if raw is None:
+        return [None] * gpus
+    try:
+        layout = json.loads(raw)
+    except ValueError:
+        return [None] * gpus
+    if not isinstance(layout, list):
+        return [None] * gpus
+    layout = [one if isinstance(one, list) else None for one in layout[:gpus]]
+    return layout + [None] * (gpus - len(layout))
 
 
 # ------------------------------------------------------------------ controllers
@@ -396,9 +503,9 @@ def node_gpu_resources(store, nodes):
                 if not any(p["spec"].get("nodeName") == meta["name"] for p in _owned_pods(store, ds)):
                     continue
                 config = plugin_config(store, ds, node)
-                if config is not None:
-                    name, replicas = config
-                    advertised[name] = str(count * replicas)
+                resources = None if config is None else plugin_resources(config, count, node_layout(node, count))
+                for name, number in (resources or {}).items():
+                    advertised[name] = str(number)
         current = {k: v for k, v in (status.get("allocatable") or {}).items() if k.startswith("nvidia.com/")}
         current_cap = {k: v for k, v in (status.get("capacity") or {}).items() if k.startswith("nvidia.com/")}
         if current == advertised and current_cap == advertised:
@@ -420,7 +527,16 @@ def _plugin_pod_ready(store, pod, nodes_by_name):
     if ds is None or not is_device_plugin(ds):
         return True
     node = nodes_by_name.get(pod["spec"].get("nodeName"))
-    return node is not None and plugin_config(store, ds, node) is not None
+    if node is None:
+        return False
+    config = plugin_config(store, ds, node)
+    if config is None:
+        return False
+    try:
+        count = int((node["metadata"].get("annotations") or {}).get(SIMULATED_GPUS, "0"))
+    except ValueError:
+        count = 0
+    return plugin_resources(config, count, node_layout(node, count)) is not None
 
 
 def _used(store, node_name, resource):

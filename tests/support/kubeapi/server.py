@@ -5,6 +5,8 @@ import json
 import os
 import re
 import secrets
+import select
+import socket
 import ssl
 import tempfile
 import threading
@@ -25,13 +27,25 @@ SERVER_VERSION = {
     "compiler": "gc", "platform": "linux/amd64",
 }
 PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
+# What Go's net/http (kube-apiserver) answers when a client speaks plain HTTP to its TLS port.
+PLAIN_HTTP_ON_TLS_ANSWER = (b"HTTP/1.0 400 Bad Request\r\n\r\n"
+                            b"Client sent an HTTP request to an HTTPS server.\n")
+ADMIN_GROUP = "system:masters"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 READ_VERBS = ("get", "list", "watch")
 
 
+class _NoAnswer(Exception):
+    """A request the server leaves without an answer (a "hang" fault); the connection is closed."""
+
+
+class _PlainHTTP(Exception):
+    """Plain HTTP on the TLS port: answered 400 and closed, as Go's net/http does."""
+
+
 class Fault:
     def __init__(self, method=None, path_regex=".*", status=None, retry_after=None, times=1,
-                 delay=None, message=None):
+                 delay=None, message=None, hang=False):
         self.method = method.upper() if method else None
         self.path_regex = path_regex or ".*"
         self.pattern = re.compile(self.path_regex)
@@ -40,6 +54,7 @@ class Fault:
         self.times = times  # None or 0: every matching request
         self.delay = delay
         self.message = message
+        self.hang = bool(hang)  # never answer: hold the request until the client or the server gives up
         self.fired = 0
 
     def matches(self, method, path):
@@ -51,7 +66,7 @@ class Fault:
     def describe(self):
         return {"method": self.method, "path_regex": self.path_regex, "status": self.status,
                 "retry_after": self.retry_after, "times": self.times, "delay": self.delay,
-                "fired": self.fired}
+                "hang": self.hang, "fired": self.fired}
 
 
 def _parse_path(path):
@@ -110,6 +125,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # noqa: A002  (quiet)
         pass
+
+    def setup(self):
+        """TLS: answer plain HTTP with 400 as Go's net/http does; else the handshake, in this connection's thread."""
+        self.peer_cert = None
+        if isinstance(self.request, ssl.SSLSocket):
+            # the first byte of a TLS connection is a handshake record (0x16); read it without taking it
+            first = socket.socket.recv(self.request, 1, socket.MSG_PEEK)
+            if first and first != b"\x16":
+                socket.socket.sendall(self.request, PLAIN_HTTP_ON_TLS_ANSWER)
+                raise _PlainHTTP()
+            self.request.do_handshake()
+            # a client certificate the CA signed (None without one: the server asks, a client may decline)
+            self.peer_cert = self.request.getpeercert() or None
+        super().setup()
 
     def handle_expect_100(self):
         # the interim answer goes out now, not with the final one
@@ -174,7 +203,7 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/_test/"):
                 self._test_endpoint(method, path)
                 return
-            user = self._authenticate(path)
+            user = self._impersonate(self._authenticate(path))
             record["user"] = user
             target = None if path in PUBLIC_PATHS else _parse_path(path)
             if target is not None:
@@ -188,9 +217,11 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self._authorize(user, record["verb"], target)
             self._resource(method, target, query, record)
+        except _NoAnswer:
+            self.close_connection = True
         except ApiError as exc:
             record["code"] = exc.code
-            if exc.code == 401:
+            if exc.code in (400, 401, 403):
                 self.api._record(record)
             try:
                 self._drain_body()
@@ -213,6 +244,10 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---------------------------------------------------------------- auth
     def _authenticate(self, path):
+        """The user: from a client certificate the CA signed (first, as kube-apiserver's x509 authenticator
+        comes first), else from the bearer token."""
+        if self.peer_cert:
+            return _certificate_user(self.peer_cert)
         header = self.headers.get("Authorization") or ""
         token = header[7:].strip() if header.lower().startswith("bearer ") else None
         user = self.api._users.get(token) if token else None
@@ -221,6 +256,27 @@ class Handler(BaseHTTPRequestHandler):
                 return None
             raise errors.unauthorized()
         return user
+
+    def _impersonate(self, user):
+        """``Impersonate-User`` / ``Impersonate-Group`` headers, as kube-apiserver's impersonation filter.
+
+        Only an admin may impersonate; the request then acts as the impersonated user, with the admin's
+        rights only when the groups hold system:masters (else read-only, as a user without RBAC rules).
+        """
+        name = self.headers.get("Impersonate-User")
+        groups = self.headers.get_all("Impersonate-Group") or []
+        if name is None and not groups:
+            return user
+        if name is None:
+            raise ApiError(400, "BadRequest", "requested %s without impersonating a user"
+                           % ", ".join("{Group %s}" % group for group in groups))
+        if user is None:
+            raise errors.unauthorized()
+        if not user["admin"]:
+            raise ApiError(403, "Forbidden", 'users "%s" is forbidden: User "%s" cannot impersonate resource '
+                           '"users" in API group "" at the cluster scope' % (name, user["name"]))
+        return {"name": name, "admin": ADMIN_GROUP in groups, "groups": list(groups),
+                "impersonated_by": user["name"]}
 
     def _verb(self, method, target, query):
         res, namespace, name, sub = target
@@ -257,6 +313,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if fault.delay:
             time.sleep(fault.delay)
+        if fault.hang:
+            self._hang()
+            raise _NoAnswer()
         if fault.status:
             code = int(fault.status)
             reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
@@ -271,6 +330,19 @@ class Handler(BaseHTTPRequestHandler):
                 headers["Retry-After"] = str(fault.retry_after)
                 details = {"retryAfterSeconds": int(fault.retry_after)}
             raise ApiError(code, reason, message, details, headers)
+
+    def _hang(self):
+        """Hold the connection without answering until the client closes it or the server stops."""
+        self.connection.settimeout(0.2)
+        while not self.api._stopping:
+            try:
+                ready = select.select([self.connection], [], [], 0.2)[0]
+                if ready and not self.connection.recv(4096):
+                    return  # the client gave up
+            except (socket.timeout, ssl.SSLWantReadError):
+                continue
+            except (OSError, ValueError):
+                return
 
     # ---------------------------------------------------------------- test endpoints
     def _test_endpoint(self, method, path):
@@ -550,6 +622,18 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def _certificate_user(cert):
+    """The user of a verified client certificate: common name = user, organizations = groups (x509 authenticator)."""
+    name, groups = None, []
+    for rdn in cert.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                name = value
+            elif key == "organizationName":
+                groups.append(value)
+    return {"name": name, "admin": ADMIN_GROUP in groups, "groups": groups}
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -557,9 +641,33 @@ class _HTTPServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         import sys
         exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionResetError, BrokenPipeError, ssl.SSLError, TimeoutError)):
+        if isinstance(exc, (ConnectionResetError, BrokenPipeError, ssl.SSLError, TimeoutError, _PlainHTTP, OSError)):
             return
         super().handle_error(request, client_address)
+
+
+class BlackHole:
+    """A TCP port that accepts connections (the kernel completes the handshake) and never answers.
+
+    An API server whose process hangs, or a load balancer that black-holes traffic, looks like this:
+    a client connects, sends its TLS hello or request, and waits. ``url`` is ``https://127.0.0.1:<port>``.
+    """
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)  # never accept(): connections wait in the backlog
+        self.port = self.sock.getsockname()[1]
+        self.url = "https://127.0.0.1:%d" % self.port
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class KubeAPIServer:
@@ -608,6 +716,9 @@ class KubeAPIServer:
             self.ca_path = ca_path
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert_path, key_path)
+            # client certificates signed by the test CA authenticate (srv.client_certificate()); none is needed
+            context.verify_mode = ssl.CERT_OPTIONAL
+            context.load_verify_locations(ca_path)
             # the handshake happens in the connection's own thread: a client that connects and
             # sends nothing (a port probe) cannot stall the accept loop
             self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True,
@@ -691,11 +802,24 @@ class KubeAPIServer:
         os.replace(tmp, path)
         return path
 
+    def client_certificate(self, user="kubeapi-admin", groups=(ADMIN_GROUP,), trusted=True):
+        """(cert_path, key_path) of a client certificate for ``user`` in ``groups`` (organizations).
+
+        Signed by the server's CA, it authenticates as that user (an admin with system:masters);
+        ``trusted=False``: signed by another CA, so the server refuses it in the TLS handshake.
+        """
+        from .tlsutil import client_certificate_files
+
+        return client_certificate_files(user, tuple(groups), "kubeapi-test-ca" if trusted else "kubeapi-other-ca")
+
     # ---------------------------------------------------------------- fault injection
     def inject(self, method=None, path_regex=".*", status=None, retry_after=None, times=1, delay=None,
-               message=None):
-        """Answer the next `times` matching requests with `status` (after `delay` seconds)."""
-        fault = Fault(method, path_regex, status, retry_after, times, delay, message)
+               message=None, hang=False):
+        """Answer the next `times` matching requests with `status` (after `delay` seconds).
+
+        ``hang=True``: never answer them; each is held until its client gives up (or the server stops).
+        """
+        fault = Fault(method, path_regex, status, retry_after, times, delay, message, hang)
         with self._lock:
             self._faults.append(fault)
         return fault

@@ -458,27 +458,28 @@ def test_mps_control_daemon_only_when_a_configuration_uses_mps(variables, deploy
 @pytest.mark.parametrize("variables, refused", [
     # cmd/nvidia-device-plugin/main.go validateFlags: "using --mig-strategy=mixed is not supported with MPS"
     ({"k8s_device_plugin_sharing_strategy": "mps", "k8s_device_plugin_replicas": 2,
-      "k8s_device_plugin_mig_strategy": "mixed"}, ["default"]),
+      "k8s_device_plugin_mig_strategy": "mixed"}, "default"),
     ({"k8s_device_plugin_configs": {"b": {"sharing_strategy": "mps", "replicas": 2, "mig_strategy": "mixed"},
                                     "a": {"sharing_strategy": "mps", "replicas": 2, "mig_strategy": "mixed"},
-                                    "ok": {"sharing_strategy": "mps", "replicas": 2}}}, ["a", "b"]),
+                                    "ok": {"sharing_strategy": "mps", "replicas": 2}}}, "a"),
     # a default with mixed and a named MPS configuration that sets none: the named one is fine
     ({"k8s_device_plugin_mig_strategy": "mixed",
-      "k8s_device_plugin_configs": {"mps": {"sharing_strategy": "mps", "replicas": 2, "mig_strategy": "none"}}}, []),
+      "k8s_device_plugin_configs": {"mps": {"sharing_strategy": "mps", "replicas": 2, "mig_strategy": "none"}}}, None),
     # single is refused only per GPU (MIG devices), which the node model checks
     ({"k8s_device_plugin_sharing_strategy": "mps", "k8s_device_plugin_replicas": 2,
-      "k8s_device_plugin_mig_strategy": "single"}, []),
+      "k8s_device_plugin_mig_strategy": "single"}, None),
     ({"k8s_device_plugin_sharing_strategy": "time-slicing", "k8s_device_plugin_replicas": 2,
-      "k8s_device_plugin_mig_strategy": "mixed"}, []),
+      "k8s_device_plugin_mig_strategy": "mixed"}, None),
 ])
 def test_mps_with_mig_strategy_mixed_is_refused_in_one_message(variables, refused):
-    found = problems(variables)
-    if not refused:
-        assert found == []
+    # the settings check (tasks/settings.yml) names the first such configuration, before anything is applied
+    error = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_settings_error }}", variables)
+    if refused is None:
+        assert error == ""
+        assert problems(variables) == []
         return
-    assert found == ["configuration(s) %s share GPUs with MPS under mig_strategy mixed, which the device plugin "
-                     "refuses (MPS is supported neither with MIG strategy mixed nor on MIG devices): use time-slicing, "
-                     "or mig_strategy none or single on GPUs with MIG off" % ", ".join(refused)]
+    assert error == ("device plugin config %s: MPS sharing does not work with mig_strategy mixed (the device plugin "
+                     "refuses it): use mig_strategy single or none, or time-slicing" % refused)
 
 
 @pytest.mark.parametrize("variables, message", [
@@ -500,8 +501,8 @@ def test_mps_root_and_gfd_user_are_checked(variables, message):
 
 def test_problems_of_both_kinds_are_reported_together():
     found = problems({"k8s_device_plugin_image_digest": "sha256:1", "k8s_device_plugin_sharing_strategy": "mps",
-                      "k8s_device_plugin_replicas": 2, "k8s_device_plugin_mig_strategy": "mixed"})
-    assert [p.split(" ")[0] for p in found] == ["k8s_device_plugin_image_digest", "configuration(s)"]
+                      "k8s_device_plugin_replicas": 2, "k8s_device_plugin_mps_root": "mps"})
+    assert [p.split(" ")[0] for p in found] == ["k8s_device_plugin_image_digest", "k8s_device_plugin_mps_root"]
 
 
 # ---------------------------------------------------------------- GPU Feature Discovery and Node Feature Discovery
@@ -726,107 +727,9 @@ def test_rendering_is_stable():
     assert role_render.manifests(VARIABLE_SETS["per-product"]) == role_render.manifests(VARIABLE_SETS["per-product"])
 
 
-def test_replicas_per_config():
-    replicas = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_config_replicas }}",
-                                  dict(VARIABLE_SETS["per-product"], k8s_device_plugin_sharing_strategy="mps",
-                                       k8s_device_plugin_replicas=3))
-    assert replicas == {"default": 3, "t4-shared": 8, "a100-mig": 3}
-
-
-def test_unknown_config_names_are_reported():
-    unknown = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_unknown_configs }}",
-                                 {"k8s_device_plugin_product_configs": {"Tesla-T4": "nope"},
-                                  "k8s_device_plugin_node_configs": {"n1": "default"}})
-    assert unknown == ["nope"]
-
-
-def node(name, labels=None, allocatable=None, addresses=None):
-    return {"metadata": {"name": name, "labels": labels or {}},
-            "status": {"allocatable": allocatable or {}, "addresses": addresses or []}}
-
-
-def test_capacity_matches_hosts_to_nodes_and_names_the_short_ones():
-    nodes = [node("node-a", {"kubernetes.io/hostname": "alpha"}, {"nvidia.com/gpu": "8"}),
-             node("ip-10-0-0-2", {"nvidia.com/device-plugin.config": "shared"}, {"nvidia.com/gpu": "2"},
-                  [{"type": "InternalIP", "address": "10.0.0.2"}]),
-             node("gamma", {}, {})]
-    hostvars = {
-        "alpha": {"ansible_facts": {"nvidia_gpu": {"count": 8}}},                       # by hostname label
-        "beta": {"ansible_host": "10.0.0.2", "ansible_facts": {"nvidia_gpu": {"count": 1}}},  # by InternalIP
-        "gamma": {"ansible_facts": {"nvidia_gpu": {"count": 2}}},                       # by name, no GPUs advertised
-        "delta": {"ansible_facts": {"nvidia_gpu": {"count": 1}}},                       # no node at all
-        "cpu": {"ansible_facts": {"nvidia_gpu": {"count": 0, "present": False}}},       # not a GPU host
-    }
-    variables = {"hostvars": hostvars, "k8s_device_plugin_gpu_hosts": list(hostvars),
-                 "k8s_device_plugin_configs": {"shared": {"sharing_strategy": "time-slicing", "replicas": 4}},
-                 "_k8s_device_plugin_nodes_info": {"resources": nodes}}
-    capacity = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_capacity }}", variables)
-    rows = {c["host"]: (c["node"], c["expected"], c["allocatable"], c["ok"]) for c in capacity}
-    assert rows == {"alpha": ("node-a", 8, 8, True), "beta": ("ip-10-0-0-2", 4, 2, False),
-                    "gamma": ("gamma", 2, 0, False), "delta": ("", 1, 0, False)}
-    message = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_short_message }}", variables)
-    assert "falls short on 3 node(s)" in message
-    assert "ip-10-0-0-2 (allocatable 2, expected 4 = 1 GPU(s) x 4 of config shared)" in message
-    assert "gamma (allocatable 0, expected 2" in message
-    assert "delta (no Kubernetes node matches this host" in message
-    assert "node-a" not in message
-
-
-def a100(mig_devices):
-    """A MIG-enabled A100's facts device: ``mig_devices`` its MIG devices' count, None when not listed."""
-    devices = None if mig_devices is None else [{"profile": "3g.20gb"}] * mig_devices
-    return {"name": "NVIDIA A100-SXM4-40GB", "mig": {"current": 1, "pending": 1, "devices": devices}}
-
-
-def test_capacity_counts_what_backs_nvidia_gpu_under_each_mig_strategy():
-    full = {"name": "NVIDIA A100-SXM4-40GB", "mig": {"current": 0, "pending": 0, "devices": []}}
-    hostvars = {
-        # 2 MIG devices on each of 2 GPUs, 1 GPU with MIG off
-        "single": {"ansible_facts": {"nvidia_gpu": {"count": 3, "devices": [a100(2), a100(2), full]}}},
-        "mixed": {"ansible_facts": {"nvidia_gpu": {"count": 3, "devices": [a100(2), a100(2), full]}}},
-        "shared": {"ansible_facts": {"nvidia_gpu": {"count": 2, "devices": [a100(7), a100(7)]}}},
-        "unlisted": {"ansible_facts": {"nvidia_gpu": {"count": 1, "devices": [a100(None)]}}},
-        # MIG off everywhere: whole GPUs whatever the strategy
-        "whole": {"ansible_facts": {"nvidia_gpu": {"count": 2, "devices": [full, full]}}},
-    }
-    configs = {"single": "mig-single", "mixed": "mig-mixed", "shared": "mig-shared", "unlisted": "mig-single",
-               "whole": "mig-single"}
-    allocatable = {"single": "4", "mixed": "1", "shared": "28", "unlisted": "2", "whole": "2"}
-    nodes = [node(host, {"nvidia.com/device-plugin.config": configs[host]}, {"nvidia.com/gpu": allocatable[host]})
-             for host in hostvars]
-    variables = {"hostvars": hostvars, "k8s_device_plugin_gpu_hosts": list(hostvars),
-                 "k8s_device_plugin_configs": {
-                     "mig-single": {"mig_strategy": "single"}, "mig-mixed": {"mig_strategy": "mixed"},
-                     "mig-shared": {"mig_strategy": "single", "sharing_strategy": "time-slicing", "replicas": 2}},
-                 "_k8s_device_plugin_nodes_info": {"resources": nodes}}
-    capacity = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_capacity }}", variables)
-    rows = {c["host"]: (c["units"], c["unit"], c["expected"], c["ok"]) for c in capacity}
-    assert rows == {"single": (4, "MIG device(s)", 4, True),
-                    "mixed": (1, "GPU(s) with MIG off", 1, True),
-                    "shared": (14, "MIG device(s)", 28, True),
-                    "unlisted": (None, "MIG device(s)", None, False),
-                    "whole": (2, "GPU(s)", 2, True)}
-    message = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_short_message }}", variables)
-    assert "falls short on 1 node(s)" in message
-    assert ("unlisted (allocatable 2; its GPUs run MIG with strategy single under config mig-single, and the facts "
-            "do not list their MIG devices: give k8s_device_plugin_node_gpus)") in message
-
-
-def test_config_label_patches_only_where_the_label_differs():
-    nodes = [node("t4-a", {"nvidia.com/gpu.product": "Tesla-T4"}),
-             node("t4-b", {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/device-plugin.config": "t4"}),
-             node("h100", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
-             node("special", {"nvidia.com/gpu.product": "Tesla-T4"})]
-    patches = role_render.render("k8s_device_plugin", "{{ _k8s_device_plugin_node_label_patches }}", {
-        "k8s_device_plugin_configs": {"t4": {}, "pinned": {}},
-        "k8s_device_plugin_product_configs": {"Tesla-T4": "t4"},
-        "k8s_device_plugin_node_configs": {"special": "pinned"},
-        "_k8s_device_plugin_nodes_info": {"resources": nodes}})
-    assert patches == [
-        {"apiVersion": "v1", "kind": "Node",
-         "metadata": {"name": "t4-a", "labels": {"nvidia.com/device-plugin.config": "t4"}}},
-        {"apiVersion": "v1", "kind": "Node",
-         "metadata": {"name": "special", "labels": {"nvidia.com/device-plugin.config": "pinned"}}}]
+# The configs' resolution, the config labels and the capacity check are Python (plugins/filter/device_plugin.py,
+# module_utils/device_plugin_config.py, module_utils/node_model.py): tests/unit/plugins/filter/test_device_plugin.py
+# renders them through this role's variables.
 
 
 def applied(status, generation=2, name="nvidia-device-plugin"):

@@ -11,6 +11,7 @@ import kubernetes_validate
 import role_render
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_validation as gv
+from ansible_collections.kubegpu.nvidia.plugins.filter.site_summary import validation as validation_table
 from test_device_plugin_manifests import K8S_VERSIONS  # pylint: disable=import-error
 
 VALIDATION_SETS = {
@@ -88,7 +89,7 @@ def test_the_table_shows_one_row_per_node():
                 "reason": "Test PASSED"},
                {"node": "a-long-node-name", "pod": "gpu-validation-a-long-node-name", "passed": False,
                 "phase": "Pending", "reason": "Unschedulable: 0/3 nodes are available"}]
-    lines = role_render.render("gpu_validation", "{{ _gpu_validation_table }}", {"gpu_validation_results": results})
+    lines = validation_table(results)
     assert lines == ["NODE              RESULT  DETAIL",
                      "ok                PASS    Test PASSED",
                      "a-long-node-name  FAIL    Unschedulable: 0/3 nodes are available"]

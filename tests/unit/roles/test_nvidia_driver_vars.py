@@ -79,12 +79,56 @@ def test_ubuntu_defaults_to_the_open_server_driver_of_branch_580():
     assert render("ubuntu2204", "{{ _nvidia_driver_apt_repositories }}") == []
 
 
+def decided(flavour, precompiled=False, **more):
+    """What tasks/main.yml keeps of the plan (filter nvidia_driver_plan) for the package lists."""
+    return {"_nvidia_driver_decided": dict({"flavour": flavour, "precompiled": precompiled, "error": ""}, **more)}
+
+
 def test_ubuntu_proprietary_branch_pinned_version_and_fabric_manager():
-    packages = render("ubuntu2404", "{{ _nvidia_driver_packages }}", {
-        "nvidia_driver_kernel_modules": "proprietary", "nvidia_driver_version": "570.195.03",
-        "nvidia_driver_fabric_manager": True, "nvidia_driver_extra_packages": ["nvidia-utils-570-server"]})
-    assert packages == ["nvidia-driver-570-server=570.195.03*", "nvidia-fabricmanager-570",
+    # the bug fix: Fabric Manager is pinned to the driver's version like the driver
+    packages = render("ubuntu2404", "{{ _nvidia_driver_packages }}", dict(decided("proprietary"), **{
+        "nvidia_driver_version": "570.195.03",
+        "nvidia_driver_fabric_manager": True, "nvidia_driver_extra_packages": ["nvidia-utils-570-server"]}))
+    assert packages == ["nvidia-driver-570-server=570.195.03*", "nvidia-fabricmanager-570=570.195.03*",
                         "linux-headers-6.8.0-49-generic", "nvidia-utils-570-server"]
+
+
+def test_ubuntu_branch_install_pins_to_the_resolved_version():
+    over = dict(decided("open"), nvidia_driver_fabric_manager=True,
+                _nvidia_driver_resolved={"version": "580.95.05", "error": ""})
+    assert render("ubuntu2204", "{{ _nvidia_driver_packages[:2] }}", over) == [
+        "nvidia-driver-580-server-open=580.95.05*", "nvidia-fabricmanager-580=580.95.05*"]
+    assert render("ubuntu2204", "{{ _nvidia_driver_resolvable }}", over) == [
+        "nvidia-driver-580-server-open", "nvidia-fabricmanager-580"]
+
+
+def test_ubuntu_headers_for_the_running_and_the_next_kernel():
+    over = {"_nvidia_driver_info": {"kernel": {"next": "6.8.0-51-generic"}}}
+    assert render("ubuntu2404", "{{ _nvidia_driver_packages }}", over) == [
+        "nvidia-driver-580-server-open", "linux-headers-6.8.0-49-generic", "linux-headers-6.8.0-51-generic"]
+    assert render("ubuntu2404", "{{ _nvidia_driver_next_kernel_packages }}", over) == ["linux-headers-6.8.0-51-generic"]
+
+
+@pytest.mark.parametrize("flavour,suffix", [("open", "-open"), ("proprietary", "")])
+def test_ubuntu_secure_boot_takes_the_signed_precompiled_modules(flavour, suffix):
+    over = dict(decided(flavour, precompiled=True), nvidia_driver_version="570.195.03",
+                _nvidia_driver_info={"kernel": {"next": "6.8.0-51-generic"}})
+    assert render("ubuntu2404", "{{ _nvidia_driver_packages }}", over) == [
+        "nvidia-headless-no-dkms-570-server%s=570.195.03*" % suffix, "nvidia-utils-570-server=570.195.03*",
+        "linux-modules-nvidia-570-server%s-generic" % suffix,
+        "linux-modules-nvidia-570-server%s-6.8.0-49-generic" % suffix]
+    # a kernel update: its precompiled modules, no headers
+    assert render("ubuntu2404", "{{ _nvidia_driver_next_kernel_packages }}", over) == [
+        "linux-modules-nvidia-570-server%s-6.8.0-51-generic" % suffix]
+    assert render("ubuntu2404", "{{ _nvidia_driver_precompiled_offered | sort }}", over) == ["open", "proprietary"]
+
+
+def test_ubuntu_kernel_flavour_of_the_precompiled_meta_package():
+    over = decided("open", precompiled=True)
+    aws = {"kernel": "6.8.0-1015-aws"}
+    assert render("ubuntu2404", "{{ _nvidia_driver_ubuntu_flavour }}", over, aws) == "aws"
+    assert render("ubuntu2404", "{{ _nvidia_driver_ubuntu_flavour }}", dict(
+        over, nvidia_driver_ubuntu_kernel_flavour="generic-hwe-22.04")) == "generic-hwe-22.04"
 
 
 @pytest.mark.parametrize("platform,slug", [("ubuntu2204", "ubuntu2204"), ("ubuntu2404", "ubuntu2404")])
@@ -104,7 +148,7 @@ def test_ubuntu_cuda_repository(platform, slug):
 
 
 def test_ubuntu_cuda_proprietary_on_arm_uses_sbsa():
-    over = {"nvidia_driver_source": "cuda", "nvidia_driver_kernel_modules": "proprietary"}
+    over = dict(decided("proprietary"), nvidia_driver_source="cuda")
     facts = {"architecture": "aarch64"}
     assert render("ubuntu2204", "{{ _nvidia_driver_packages[0] }}", over, facts) == "cuda-drivers-580"
     assert render("ubuntu2204", "{{ _nvidia_driver_cuda_repo_url }}", over, facts) == CUDA + "/ubuntu2204/sbsa/"
@@ -113,7 +157,9 @@ def test_ubuntu_cuda_proprietary_on_arm_uses_sbsa():
 # ------------------------------------------------------------------ Debian
 def test_debian_installs_non_free_driver_firmware_headers_and_persistenced():
     assert render("debian12", "{{ _nvidia_driver_packages }}") == [
-        "nvidia-driver", "nvidia-kernel-dkms", "firmware-misc-nonfree", "nvidia-persistenced", "linux-headers-amd64"]
+        "nvidia-driver", "nvidia-kernel-dkms", "firmware-misc-nonfree", "nvidia-persistenced", "linux-headers-amd64",
+        "linux-headers-6.1.0-28-amd64"]
+    assert render("debian12", "{{ _nvidia_driver_precompiled_offered }}") == []
     assert render("debian12", "{{ _nvidia_driver_branch }}") == "535"
     repos = render("debian12", "{{ _nvidia_driver_apt_repositories }}")
     assert repos == [{"name": "kubegpu-debian-non-free", "enabled": True, "uris": "http://deb.debian.org/debian",
@@ -127,10 +173,19 @@ def test_debian_installs_non_free_driver_firmware_headers_and_persistenced():
 
 
 def test_debian_pinned_open_modules_without_headers():
-    packages = render("debian12", "{{ _nvidia_driver_packages }}", {
-        "nvidia_driver_version": "535.183.01", "nvidia_driver_kernel_modules": "open",
-        "nvidia_driver_kernel_headers": False, "nvidia_driver_persistenced": False})
+    packages = render("debian12", "{{ _nvidia_driver_packages }}", dict(decided("open"), **{
+        "nvidia_driver_version": "535.183.01",
+        "nvidia_driver_kernel_headers": False, "nvidia_driver_persistenced": False}))
     assert packages == ["nvidia-driver=535.183.01*", "nvidia-open-kernel-dkms=535.183.01*", "firmware-misc-nonfree"]
+
+
+def test_debian_headers_for_the_kernel_that_boots_next():
+    over = {"_nvidia_driver_info": {"kernel": {"next": "6.1.0-31-amd64"}}}
+    assert render("debian12", "{{ _nvidia_driver_packages[-3:] }}", over) == [
+        "linux-headers-amd64", "linux-headers-6.1.0-28-amd64", "linux-headers-6.1.0-31-amd64"]
+    assert render("debian12", "{{ _nvidia_driver_next_kernel_packages }}", over) == ["linux-headers-6.1.0-31-amd64"]
+    assert render("debian12", "{{ _nvidia_driver_next_kernel_packages }}",
+                  dict(over, nvidia_driver_kernel_headers=False)) == []
 
 
 def test_debian_air_gapped_mirror_with_its_key():
@@ -161,7 +216,7 @@ def test_debian_repository_left_alone_when_not_managed():
 def test_debian_cuda_repository():
     over = {"nvidia_driver_source": "cuda", "nvidia_driver_cuda_repo_base_url": "http://mirror.internal/cuda/repos/"}
     assert render("debian12", "{{ _nvidia_driver_packages }}", over) == [
-        "cuda-drivers-535", "linux-headers-amd64"]
+        "cuda-drivers-535", "linux-headers-amd64", "linux-headers-6.1.0-28-amd64"]
     assert render("debian12", "{{ _nvidia_driver_apt_repositories[0].uris }}", over) == \
         "http://mirror.internal/cuda/repos/debian12/x86_64/"
 
@@ -172,7 +227,8 @@ def test_redhat_uses_the_cuda_repository_and_the_open_module_stream(platform, ma
     kernel = PLATFORMS[platform]["kernel"]
     assert render(platform, "{{ _nvidia_driver_source }}") == "cuda"
     assert render(platform, "{{ _nvidia_driver_packages }}") == [
-        "@nvidia-driver:580-open", "nvidia-persistenced", "kernel-devel-" + kernel, "kernel-headers-" + kernel]
+        "@nvidia-driver:580-open", "python3-dnf-plugin-versionlock", "nvidia-persistenced", "kernel-devel-" + kernel,
+        "kernel-headers-" + kernel]
     assert render(platform, "{{ _nvidia_driver_yum_repositories }}") == [{
         "name": "kubegpu-nvidia-cuda", "description": "NVIDIA CUDA repository",
         "baseurl": "%s/rhel%s/x86_64/" % (CUDA, major), "gpgkey": "%s/rhel%s/x86_64/D42D0685.pub" % (CUDA, major)}]
@@ -181,16 +237,32 @@ def test_redhat_uses_the_cuda_repository_and_the_open_module_stream(platform, ma
 
 @pytest.mark.parametrize("platform", ["rhel8", "rocky9"])
 def test_redhat_dkms_stream_exact_open_version_and_mirror(platform):
-    assert render(platform, "{{ _nvidia_driver_packages[0] }}", {
-        "nvidia_driver_kernel_modules": "proprietary", "nvidia_driver_branch": "570"}) == "@nvidia-driver:570-dkms"
+    assert render(platform, "{{ _nvidia_driver_packages[0] }}", dict(
+        decided("proprietary"), nvidia_driver_branch="570")) == "@nvidia-driver:570-dkms"
     assert render(platform, "{{ _nvidia_driver_packages[0] }}", {
         "nvidia_driver_version": "580.95.05"}) == "nvidia-open-580.95.05"
     repo = render(platform, "{{ _nvidia_driver_yum_repositories[0] }}", {
         "nvidia_driver_cuda_repo_url": "https://mirror.internal/cuda/el/",
         "nvidia_driver_cuda_repo_key": "https://mirror.internal/cuda/key.pub"})
     assert (repo["baseurl"], repo["gpgkey"]) == ("https://mirror.internal/cuda/el/", "https://mirror.internal/cuda/key.pub")
+    # Fabric Manager at the driver's version: the exact one, else the package that ties it to the branch's driver
     fabric = {"nvidia_driver_fabric_manager": True, "nvidia_driver_kernel_headers": False}
-    assert render(platform, "{{ _nvidia_driver_packages[-1] }}", fabric) == "nvidia-fabric-manager"
+    assert render(platform, "{{ _nvidia_driver_pinned_names }}", fabric) == [
+        "@nvidia-driver:580-open", "cuda-drivers-fabricmanager-580"]
+    assert render(platform, "{{ _nvidia_driver_pinned_names }}", dict(fabric, nvidia_driver_version="580.95.05")) == [
+        "nvidia-open-580.95.05", "nvidia-fabric-manager-580.95.05"]
+    assert render(platform, "{{ _nvidia_driver_pin }}", dict(fabric, nvidia_driver_version="580.95.05")) == ""
+
+
+@pytest.mark.parametrize("platform", ["rhel8", "rocky9"])
+def test_redhat_precompiled_stream_for_the_proprietary_modules(platform):
+    over = dict(decided("proprietary", precompiled=True), nvidia_driver_branch="570")
+    assert render(platform, "{{ _nvidia_driver_packages }}", over) == ["@nvidia-driver:570", "nvidia-persistenced"]
+    assert render(platform, "{{ _nvidia_driver_precompiled_offered }}", over) == ["proprietary"]
+    assert render(platform, "{{ _nvidia_driver_next_kernel_packages }}", dict(
+        over, _nvidia_driver_info={"kernel": {"next": "5.14.0-570.el9.x86_64"}})) == []
+    dkms = dict(decided("open"), _nvidia_driver_info={"kernel": {"next": "5.14.0-570.el9.x86_64"}})
+    assert render(platform, "{{ _nvidia_driver_next_kernel_packages }}", dkms) == ["kernel-devel-5.14.0-570.el9.x86_64"]
 
 
 # ------------------------------------------------------------------ decisions
@@ -208,7 +280,27 @@ GPU = {"present": True, "count": 8, "source": "nvml", "driver_version": "535.183
 ])
 def test_wanted_driver_loaded(gpu, over, loaded):
     facts = {"nvidia_gpu": gpu} if gpu else {}
-    assert render("debian12", "{{ _nvidia_driver_wanted_loaded | bool }}", over, facts) is loaded
+    assert render("debian12", "{{ _nvidia_driver_now_loaded | bool }}", over, facts) is loaded
+    assert render("debian12", "{{ _nvidia_driver_plan.install }}", over, facts) is not loaded
+
+
+def test_the_plan_gets_the_roles_settings():
+    """The filter sees the variables as the role names them (the decisions themselves: test_driver_plan.py)."""
+    b200 = {"present": True, "count": 8, "driver_version": None,
+            "devices": [{"name": None, "pci_device_id": "0x290110DE", "compute_capability": None}]}
+    facts = {"nvidia_gpu": b200}
+    assert render("debian12", "{{ _nvidia_driver_plan.error }}", {}, facts) == (
+        "driver branch 535 cannot drive NVIDIA B200 (0x2901, blackwell): the lowest branch that supports it is 570")
+    plan = render("debian12", "{{ _nvidia_driver_plan }}", {"nvidia_driver_version": "570.195.03"}, facts)
+    assert (plan["flavour"], plan["branch"], plan["install"]) == ("open", "570", True)
+    # the older variable still wins
+    plan = render("ubuntu2204", "{{ _nvidia_driver_plan }}", {"nvidia_driver_kernel_modules": "proprietary"},
+                  {"nvidia_gpu": GPU})
+    assert plan["flavour"] == "proprietary"
+    assert render("ubuntu2204", "{{ _nvidia_driver_plan.error }}", {"nvidia_driver_kernel_module_type": "proprietary",
+                                                                    "nvidia_driver_mok_key": "/nonexistent.key",
+                                                                    "nvidia_driver_mok_cert": "/nonexistent.pem"},
+                  {"nvidia_gpu": GPU}) == "nvidia_driver_mok_key: /nonexistent.key does not exist on the controller"
 
 
 @pytest.mark.parametrize("virt,role,conn,host,blocker", [

@@ -17,8 +17,11 @@ STATE = os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]
 GPU_NODES = {
     "cluster-h100": (8, "NVIDIA-H100-80GB-HBM3", 8),
     "cluster-a100": (4, "NVIDIA-A100-SXM4-40GB", 4),
-    "cluster-t4": (1, "Tesla-T4", 4),  # time-slicing, 4 replicas (config t4-shared)
+    "cluster-t4": (1, "Tesla-T4-SHARED", 4),  # time-slicing, 4 replicas (config t4-shared), as GFD labels it
 }
+# node: (device plugin config, gpu.replicas, gpu.sharing-strategy) as the labels say
+SHARING = {"cluster-h100": ("default", "1", "none"), "cluster-a100": ("default", "0", "none"),  # MIG on: replicas 0
+           "cluster-t4": ("t4-shared", "4", "time-slicing")}
 CPU_NODE = "cluster-cpu"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"]
@@ -50,6 +53,9 @@ def test_gpu_node_is_labelled_tainted_and_advertises_its_gpus(host, core):
     assert labels["nvidia.com/gpu.present"] == "true"
     assert labels["nvidia.com/gpu.count"] == str(gpus)
     assert labels["nvidia.com/gpu.product"] == product
+    config, replicas, strategy = SHARING[node]
+    assert (labels["nvidia.com/device-plugin.config"], labels["nvidia.com/gpu.replicas"],
+            labels["nvidia.com/gpu.sharing-strategy"]) == (config, replicas, strategy)
     taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in obj.spec.taints or []]
     assert taints == [GPU_TAINT]
     assert obj.status.allocatable["nvidia.com/gpu"] == str(allocatable)

@@ -16,6 +16,7 @@ from fakenvml.profile import PROFILES, load_profile  # noqa: E402  pylint: disab
 FAKENVML = ROOT / ".cache" / "fakenvml"
 NODE_NVML = "/usr/local/lib/libnvidia-ml.so.1"
 NODE_CONFIG = "/etc/fakenvml/gpus.conf"
+NODE_SMI = "/usr/local/bin/nvidia-smi"
 MODULE = "kubegpu.nvidia.nvidia_gpu_facts"
 
 
@@ -69,9 +70,15 @@ class NodeFaults:
     def use_library(self, flavour):
         self._copy(FAKENVML / flavour / "libnvidia-ml.so.1", NODE_NVML)
 
+    def use_nvidia_smi(self, script):
+        """Install an nvidia-smi stand-in (a shell script body) on the node."""
+        subprocess.run(["docker", "exec", "-i", self.name, "sh", "-c", "cat > %s && chmod 755 %s" % (NODE_SMI, NODE_SMI)],
+                       input="#!/bin/sh\n" + script, text=True, check=True, capture_output=True)
+
     def restore(self):
         self.use_profile(self.profile)
         self.use_library("full")
+        subprocess.run(["docker", "exec", self.name, "rm", "-f", NODE_SMI], check=True, capture_output=True)
         assert self.host.file(NODE_CONFIG).content_string == self.original_config
 
 

@@ -1,4 +1,6 @@
-"""Faults injected on the H100 node: the module falls back or leaves fields empty, never fails."""
+"""Faults injected on the H100 node: the module falls back or leaves fields empty, never fails or hangs."""
+import time
+
 from conftest import NODE_CONFIG, run_facts
 
 testinfra_hosts = ["ansible://gpu-facts-h100"]
@@ -70,3 +72,38 @@ def test_check_mode_gives_the_same_facts(host, facts_result):
     checked = run_facts(host, check=True)
     assert checked["changed"] is False
     assert checked["ansible_facts"] == facts_result["ansible_facts"]
+
+
+def test_a_hanging_driver_and_nvidia_smi_are_given_up_in_time(host, faults):
+    """NVML never answers (fake fault = hang) and nvidia-smi hangs: the module returns after the two timeouts."""
+    faults.use_profile("hang")
+    faults.use_nvidia_smi("sleep 300 &\nsleep 300\n")
+    started = time.monotonic()
+    result = run_facts(host, "nvml_timeout=2 command_timeout=2")
+    elapsed = time.monotonic() - started
+    facts = gpu_facts(result)
+    # the GPUs are still found on the PCI bus
+    assert facts["source"] == "pci" and facts["count"] == 8
+    assert any("NVML did not answer within 2 s (nvml_timeout)" in warning and
+               "nvidia-smi did not answer within 2 s (command_timeout) and was stopped" in warning
+               for warning in result["warnings"]), result["warnings"]
+    assert 4 <= elapsed < 60
+    assert "sleep 300" not in host.check_output("ps -eo args")
+
+
+def test_require_with_a_hanging_driver_fails_as_timeout(host, faults):
+    faults.use_profile("hang")
+    result = run_facts(host, "nvml_timeout=2 require=true")
+    assert result["failed"] is True and result["error_kind"] == "timeout"
+    assert "NVML did not answer within 2 s (nvml_timeout)" in result["msg"]
+
+
+def test_a_name_that_is_not_utf8_under_debians_pynvml(host, faults):
+    faults.use_profile("non-utf8")
+    result = run_facts(host)
+    facts = gpu_facts(result)
+    assert facts["source"] == "nvml"
+    assert facts["devices"][0]["name"] == "NVIDIA A100\ufffd-SXM4-40GB \ufffd"
+    assert facts["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+    assert any("NVML's name of GPU 0 is not valid UTF-8 (NVIDIA A100\\xe9-SXM4-40GB \\xff)" in warning
+               for warning in result["warnings"]), result["warnings"]

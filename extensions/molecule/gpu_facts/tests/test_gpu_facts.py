@@ -11,11 +11,19 @@ def sanitised(name):
     return re.sub(r"\s+", "-", re.sub(r"[^A-Za-z0-9_. -]", "", name).strip())
 
 
+# NVML's attributes of the lab's MIG profiles as the fake library gives them (tests/support/fakenvml/fakenvml.c
+# mig_attributes: an A100's media engines, 14 multiprocessors per slice)
+MIG_ATTRIBUTES = {
+    "3g.20gb": {"multiprocessors": 42, "slices": {"gi": 3, "ci": 3},
+                "engines": {"copy": 3, "decoder": 2, "encoder": 0, "jpeg": 0, "ofa": 0}},
+}
+
+
 def expected_device(index, gpu):
     capability = "%d.%d" % tuple(gpu["compute_capability"])
     # a MIG-enabled GPU's MIG devices as the fake library makes them of the profile's mig_devices
-    migs = [{"index": slot, "name": "%s MIG %s" % (gpu["name"], profile), "profile": profile,
-             "uuid": "MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1), "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
+    migs = [dict(MIG_ATTRIBUTES[profile], slot=slot, name="%s MIG %s" % (gpu["name"], profile), profile=profile,
+                 uuid="MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1), memory_mib=int(profile.split(".")[1][:-2]) * 1024)
             for slot, profile in enumerate(gpu.get("mig_devices", []))] if gpu.get("mig_mode") == 1 else []
     mig = ({"current": gpu["mig_mode"], "pending": gpu["mig_pending"], "devices": migs} if "mig_mode" in gpu
            else {"current": None, "pending": None, "devices": None})
@@ -27,6 +35,8 @@ def expected_device(index, gpu):
         "memory_mib": gpu["memory_total_mib"],
         "pci_bus_id": gpu["pci_bus_id"],
         "pci_device_id": "0x%08X" % gpu["pci_device_id"],
+        # from the node's PCI view (tests/support/fakenvml/sysfs.py), mounted over /sys/bus/pci/devices
+        "pci_class": "0x%06x" % gpu.get("pci_class", 0x030200),
         "compute_capability": capability,
         "family": FAMILY[capability],
         "mig": mig,
@@ -63,6 +73,12 @@ def test_facts_match_profile(profile, result):
     assert facts["cuda_driver_version"] == "%d.%d" % (cuda // 1000, cuda % 1000 // 10)
     assert facts["devices"] == [expected_device(index, gpu) for index, gpu in enumerate(gpus)], name
     assert not result.get("warnings"), result.get("warnings")
+
+
+def test_secure_boot_is_unknown_in_a_container(result):
+    # Docker hides /sys/firmware from containers: neither the EFI variables nor mokutil can tell
+    assert result["ansible_facts"]["nvidia_gpu"]["secure_boot"] == {"enabled": None, "setup_mode": None,
+                                                                    "source": None}
 
 
 def test_labels_match_profile(host, profile, result):

@@ -6,7 +6,7 @@ import pytest
 kubernetes = pytest.importorskip("kubernetes")
 
 GPU_NODES = {"gpu-h100-node": ("8", "NVIDIA-H100-80GB-HBM3", "8"),  # node: (gpu.count, gpu.product, allocatable)
-             "gpu-t4-node": ("1", "Tesla-T4", "4")}                  # 1 T4 x 4 time-slicing replicas
+             "gpu-t4-node": ("1", "Tesla-T4-SHARED", "4")}           # 1 T4 x 4 time-slicing replicas
 CPU_NODE = "cpu-node"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
@@ -32,10 +32,14 @@ def test_gpu_nodes_are_labelled_tainted_and_advertise_their_gpus(api, node):
     assert obj.status.allocatable["nvidia.com/gpu"] == allocatable
 
 
-def test_t4_node_uses_the_shared_config(api):
+def test_t4_node_uses_the_shared_config_and_its_labels_say_so(api):
     core, _apps = api
-    assert core.read_node("gpu-t4-node").metadata.labels["nvidia.com/device-plugin.config"] == "t4-shared"
-    assert "nvidia.com/device-plugin.config" not in core.read_node("gpu-h100-node").metadata.labels
+    t4 = core.read_node("gpu-t4-node").metadata.labels
+    assert (t4["nvidia.com/device-plugin.config"], t4["nvidia.com/gpu.replicas"],
+            t4["nvidia.com/gpu.sharing-strategy"]) == ("t4-shared", "4", "time-slicing")
+    h100 = core.read_node("gpu-h100-node").metadata.labels
+    assert (h100["nvidia.com/device-plugin.config"], h100["nvidia.com/gpu.replicas"],
+            h100["nvidia.com/gpu.sharing-strategy"]) == ("default", "1", "none")
 
 
 def test_cpu_node_is_left_alone(api):

@@ -2,13 +2,14 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.kubegpu.nvidia.plugins.filter import gpu_node_requests as filter_module
 from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import FilterModule, gpu_node_requests
 
 H100 = {"present": True, "count": 1, "source": "nvml", "driver_version": "535.183.01", "cuda_driver_version": "12.2",
         "machine": "DGX-H100", "devices": [{"index": 0, "uuid": "GPU-1", "pci_bus_id": "00000000:17:00.0",
                                             "name": "NVIDIA H100 80GB HBM3", "product": "NVIDIA-H100-80GB-HBM3",
                                             "memory_mib": 81559, "compute_capability": "9.0",
-                                            "mig": {"current": 0, "pending": 0}}]}
+                                            "pci_class": "0x030200", "mig": {"current": 0, "pending": 0}}]}
 
 
 def test_a_gpu_host_becomes_one_request_with_its_names_addresses_and_label_facts():
@@ -17,18 +18,31 @@ def test_a_gpu_host_becomes_one_request_with_its_names_addresses_and_label_facts
         "default_ipv4": {"address": "10.0.0.7"}, "all_ipv4_addresses": ["10.0.0.7", "172.17.0.1", "127.0.0.1"]}}}
     assert gpu_node_requests(["gpu1"], hostvars) == [{
         "name": "gpu1",
+        "host": "gpu1",
         "aliases": ["gpu1", "10.0.0.7", "gpu1.example.com", "172.17.0.1"],
         "facts": {"present": True, "source": "nvml", "driver_version": "535.183.01", "cuda_driver_version": "12.2",
                   "machine": "DGX-H100",
                   "devices": [{"name": "NVIDIA H100 80GB HBM3", "product": "NVIDIA-H100-80GB-HBM3", "memory_mib": 81559,
-                               "compute_capability": "9.0", "mig": {"current": 0, "pending": 0}}]}}]
+                               "compute_capability": "9.0", "pci_class": "0x030200",
+                               "mig": {"current": 0, "pending": 0}}]}}]
 
 
-def test_the_node_name_comes_from_k8s_gpu_node_name():
-    hostvars = {"lab-h100": {"k8s_gpu_node_name": "ip-10-0-0-7", "ansible_facts": {"nvidia_gpu": H100}}}
+def test_the_node_name_comes_from_kubegpu_node_name_and_the_host_stays_the_inventory_name():
+    hostvars = {"lab-h100": {"kubegpu_node_name": "ip-10-0-0-7", "k8s_gpu_node_name": "old",
+                             "ansible_facts": {"nvidia_gpu": H100}}}
+    (request,) = gpu_node_requests(["lab-h100"], hostvars)
+    assert (request["name"], request["host"]) == ("ip-10-0-0-7", "lab-h100")
+    assert request["aliases"] == ["lab-h100"]
+
+
+@pytest.mark.parametrize("variable", ["k8s_gpu_node_name", "k8s_device_plugin_node_name", "k8s_node_name"])
+def test_the_node_name_variables_of_earlier_releases_still_count_with_a_deprecation(monkeypatch, variable):
+    warnings = []
+    monkeypatch.setattr(filter_module, "deprecated", warnings.append)
+    hostvars = {"lab-h100": {variable: "ip-10-0-0-7", "ansible_facts": {"nvidia_gpu": H100}}}
     (request,) = gpu_node_requests(["lab-h100"], hostvars)
     assert request["name"] == "ip-10-0-0-7"
-    assert request["aliases"] == ["lab-h100"]
+    assert warnings == ["the host variable %s is deprecated: set kubegpu_node_name instead (host lab-h100)" % variable]
 
 
 def test_hosts_without_gpus_or_facts_are_left_out_in_order():
@@ -42,7 +56,7 @@ def test_missing_device_fields_are_none():
     hostvars = {"old": {"ansible_facts": {"nvidia_gpu": {"present": True, "devices": [{"name": "Tesla T4"}]}}}}
     (request,) = gpu_node_requests("old", hostvars)
     assert request["facts"]["devices"] == [{"name": "Tesla T4", "product": None, "memory_mib": None,
-                                            "compute_capability": None, "mig": None}]
+                                            "compute_capability": None, "pci_class": None, "mig": None}]
     assert request["facts"]["driver_version"] is None
 
 
@@ -56,23 +70,30 @@ def test_the_filter_is_registered():
 
 
 def test_identical_neighbouring_devices_become_one_entry_with_a_count():
-    t4 = {"name": "Tesla T4", "product": "Tesla-T4", "memory_mib": 15360, "compute_capability": "7.5", "mig": None}
+    t4 = {"name": "Tesla T4", "product": "Tesla-T4", "memory_mib": 15360, "compute_capability": "7.5",
+          "pci_class": "0x030200", "mig": None}
     gpus = dict(H100, devices=[dict(H100["devices"][0], index=i, uuid="GPU-%d" % i) for i in range(8)]
                 + [dict(t4, index=8), dict(t4, index=9)]
                 + [dict(H100["devices"][0], index=10, mig={"current": 1, "pending": 1})])
     (request,) = gpu_node_requests(["gpu1"], {"gpu1": {"ansible_facts": {"nvidia_gpu": gpus}}})
-    h100 = dict((k, H100["devices"][0][k]) for k in ("name", "product", "memory_mib", "compute_capability", "mig"))
+    keys = ("name", "product", "memory_mib", "compute_capability", "pci_class", "mig")
+    h100 = dict((k, H100["devices"][0][k]) for k in keys)
     assert request["facts"]["devices"] == [
         dict(h100, count=8), dict(t4, count=2), dict(h100, mig={"current": 1, "pending": 1})]
 
 
+ENGINES = {"copy": 1, "decoder": 0, "encoder": 0, "jpeg": 0, "ofa": 0}
+
+
 def a100_mig(index, *profiles):
-    """An A100 with MIG on and one MIG device per profile (unique name and UUID each)."""
+    """An A100 with MIG on and one MIG device per profile (unique slot, name and UUID each)."""
     return {"index": index, "uuid": "GPU-%d" % index, "name": "NVIDIA A100-SXM4-40GB", "product": "NVIDIA-A100-SXM4-40GB",
-            "memory_mib": 40960, "compute_capability": "8.0",
+            "memory_mib": 40960, "compute_capability": "8.0", "pci_class": "0x030200",
             "mig": {"current": 1, "pending": 1, "devices": [
-                {"index": slot, "name": "NVIDIA A100-SXM4-40GB MIG " + profile, "profile": profile,
-                 "uuid": "MIG-%d-%d" % (index, slot), "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
+                {"slot": slot, "name": "NVIDIA A100-SXM4-40GB MIG " + profile, "profile": profile,
+                 "uuid": "MIG-%d-%d" % (index, slot), "memory_mib": int(profile.split(".")[1][:-2]) * 1024,
+                 "multiprocessors": 14 * int(profile[0]), "slices": {"gi": int(profile[0]), "ci": int(profile[0])},
+                 "engines": ENGINES}
                 for slot, profile in enumerate(profiles)]}}
 
 
@@ -81,7 +102,19 @@ def test_mig_devices_keep_what_the_labels_read_so_alike_gpus_still_share_an_entr
                                         a100_mig(2, "1g.5gb")])
     (request,) = gpu_node_requests(["gpu1"], {"gpu1": {"ansible_facts": {"nvidia_gpu": gpus}}})
     entry = {"name": "NVIDIA A100-SXM4-40GB", "product": "NVIDIA-A100-SXM4-40GB", "memory_mib": 40960,
-             "compute_capability": "8.0"}
+             "compute_capability": "8.0", "pci_class": "0x030200"}
+    three = {"profile": "3g.20gb", "memory_mib": 20480, "multiprocessors": 42, "slices": {"gi": 3, "ci": 3},
+             "engines": ENGINES}
+    one = {"profile": "1g.5gb", "memory_mib": 5120, "multiprocessors": 14, "slices": {"gi": 1, "ci": 1},
+           "engines": ENGINES}
     assert request["facts"]["devices"] == [
-        dict(entry, count=2, mig={"current": 1, "pending": 1, "devices": [{"profile": "3g.20gb", "memory_mib": 20480}] * 2}),
-        dict(entry, mig={"current": 1, "pending": 1, "devices": [{"profile": "1g.5gb", "memory_mib": 5120}]})]
+        dict(entry, count=2, mig={"current": 1, "pending": 1, "devices": [three] * 2}),
+        dict(entry, mig={"current": 1, "pending": 1, "devices": [one]})]
+
+
+def test_mig_devices_without_attributes_keep_profile_and_memory():
+    device = a100_mig(0, "3g.20gb")
+    device["mig"]["devices"] = [{"slot": 0, "profile": "3g.20gb", "uuid": "MIG-0", "memory_mib": None,
+                                 "multiprocessors": None, "slices": None, "engines": None}]
+    (request,) = gpu_node_requests(["gpu1"], {"gpu1": {"ansible_facts": {"nvidia_gpu": dict(H100, devices=[device])}}})
+    assert request["facts"]["devices"][0]["mig"]["devices"] == [{"profile": "3g.20gb", "memory_mib": None}]

@@ -63,6 +63,15 @@ def test_unchanged_labels_and_two_gpu_models():
                                                             "none")
 
 
+def test_allocatable_per_resource_name_as_the_device_plugin_check_words_it():
+    capacity = [{"host": "a", "allocatable": {"nvidia.com/gpu": 4}, "expected": {"nvidia.com/gpu": 4}, "ok": True,
+                 "allocatable_text": "4", "expected_text": "4"},
+                {"host": "b", "allocatable": {}, "expected": {"nvidia.com/mig-1g.10gb": 7}, "ok": False,
+                 "allocatable_text": "0", "expected_text": "nvidia.com/mig-1g.10gb: 7"}]
+    rows = site_summary(["a", "b"], hostvars(a=(H100, {}), b=(H100, {})), capacity=capacity)
+    assert [row["allocatable"] for row in rows] == ["4", "0 (expected nvidia.com/mig-1g.10gb: 7)"]
+
+
 def test_short_allocatable_and_failed_or_recorded_validation():
     hv = hostvars(a=(H100, {}), b=(H100, {}))
     capacity = [{"host": "a", "allocatable": 4, "expected": 8, "ok": False}]

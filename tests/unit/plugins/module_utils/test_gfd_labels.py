@@ -2,15 +2,17 @@
 import pytest
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import gfd_labels as gl
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
 
 def mig_devices(gpu_name, *profiles):
-    """The facts' MIG devices of a GPU: one per profile, in slots 0, 1, ..."""
-    return [{"index": slot, "name": "%s MIG %s" % (gpu_name, profile), "profile": profile, "uuid": "MIG-%d" % slot,
-             "memory_mib": int(profile.split("g.")[-1].split("gb")[0]) * 1024} for slot, profile in enumerate(profiles)]
+    """The facts' MIG devices of a GPU: one per profile, in slots 0, 1, ..., without NVML's attributes."""
+    return [{"slot": slot, "name": "%s MIG %s" % (gpu_name, profile), "profile": profile, "uuid": "MIG-%d" % slot,
+             "memory_mib": int(profile.split("g.")[-1].split("gb")[0]) * 1024, "multiprocessors": None,
+             "slices": None, "engines": None} for slot, profile in enumerate(profiles)]
 
 
-def device(index=0, name="NVIDIA H100 80GB HBM3", memory=81559, cc="9.0", mig=(0, 0), migs=()):
+def device(index=0, name="NVIDIA H100 80GB HBM3", memory=81559, cc="9.0", mig=(0, 0), migs=(), pci_class="0x030200"):
     return {
         "index": index,
         "name": name,
@@ -18,6 +20,7 @@ def device(index=0, name="NVIDIA H100 80GB HBM3", memory=81559, cc="9.0", mig=(0
         "uuid": "GPU-%d" % index,
         "memory_mib": memory,
         "pci_bus_id": "00000000:%02X:00.0" % index,
+        "pci_class": pci_class,
         "compute_capability": cc,
         "family": gl.gpu_family(cc),
         "mig": ({"current": mig[0], "pending": mig[1], "devices": mig_devices(name, *migs) if mig[0] == 1 else []}
@@ -69,6 +72,8 @@ def test_sanitise_gives_valid_label_values():
     ("7.0", "volta"), ("7.2", "volta"), ("7.5", "turing"), ("8.0", "ampere"), ("8.6", "ampere"),
     ("8.7", "ampere"), ("8.9", "ada-lovelace"), ("9.0", "hopper"), ("10.0", "blackwell"),
     ("12.0", "blackwell"), ("4.0", "undefined"), ((9, 0), "hopper"), (None, None), ("x", None), ("9", None),
+    # GFD v0.20 internal/lm/resource.go getArchFamily: 13 is rubin, 11 has no family
+    ("13.0", "rubin"), ("11.0", "undefined"),
 ])
 def test_gpu_family(cc, family):
     assert gl.gpu_family(cc) == family
@@ -97,7 +102,9 @@ def test_h100x8_labels():
         "nvidia.com/gpu.replicas": "1",
         "nvidia.com/gpu.sharing-strategy": "none",
         "nvidia.com/gpu.machine": "DGX-H100",
+        "nvidia.com/gpu.mode": "compute",
         "nvidia.com/mig.capable": "true",
+        "nvidia.com/mps.capable": "false",
         "nvidia.com/cuda.driver-version.full": "535.183.01",
         "nvidia.com/cuda.driver-version.major": "535",
         "nvidia.com/cuda.driver-version.minor": "183",
@@ -229,18 +236,21 @@ def test_mig_mixed_labels_each_profile():
         "nvidia.com/mig-3g.20gb.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
         "nvidia.com/mig-3g.20gb.count": "1",
         "nvidia.com/mig-3g.20gb.replicas": "1",
+        "nvidia.com/mig-3g.20gb.sharing-strategy": "none",
         "nvidia.com/mig-3g.20gb.memory": "20480",
         "nvidia.com/mig-3g.20gb.slices.gi": "3",
         "nvidia.com/mig-3g.20gb.slices.ci": "3",
         "nvidia.com/mig-2g.10gb.product": "NVIDIA-A100-SXM4-40GB-MIG-2g.10gb",
         "nvidia.com/mig-2g.10gb.count": "1",
         "nvidia.com/mig-2g.10gb.replicas": "1",
+        "nvidia.com/mig-2g.10gb.sharing-strategy": "none",
         "nvidia.com/mig-2g.10gb.memory": "10240",
         "nvidia.com/mig-2g.10gb.slices.gi": "2",
         "nvidia.com/mig-2g.10gb.slices.ci": "2",
         "nvidia.com/mig-1g.5gb.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
         "nvidia.com/mig-1g.5gb.count": "3",
         "nvidia.com/mig-1g.5gb.replicas": "1",
+        "nvidia.com/mig-1g.5gb.sharing-strategy": "none",
         "nvidia.com/mig-1g.5gb.memory": "5120",
         "nvidia.com/mig-1g.5gb.slices.gi": "1",
         "nvidia.com/mig-1g.5gb.slices.ci": "1",
@@ -292,11 +302,13 @@ def test_mixed_models_lowest_index_wins():
 
 
 def test_unknown_fields_leave_their_labels_out():
-    dev = device(0, name=None, memory=None, cc=None, mig=None)
+    dev = device(0, name=None, memory=None, cc=None, mig=None, pci_class=None)
     labels = gl.gfd_labels(facts([dev], source="pci", driver=None, cuda=None, machine=None))
     assert labels == {
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.machine": "unknown",
+        "nvidia.com/gpu.mode": "unknown",
+        "nvidia.com/mps.capable": "false",
         "nvidia.com/gpu.count": "1",
         "nvidia.com/gpu.replicas": "1",
         "nvidia.com/gpu.sharing-strategy": "none",
@@ -335,7 +347,7 @@ def test_machine_is_sanitised():
 ])
 def test_invalid_options(kwargs, message):
     assert message in gl.validate_label_options(**kwargs)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputError, match=message):
         gl.gfd_labels(facts([device(0)]), **kwargs)
 
 
@@ -352,7 +364,8 @@ def test_gfd_resource_labeler_examples(replicas, sharing, product):
     labels = gl.gfd_labels(facts([device(0, "MOCKMODEL", 300, "8.0", None)]),
                            sharing_strategy=sharing, replicas=replicas)
     resource = dict((k, v) for k, v in labels.items() if k.startswith("nvidia.com/gpu.")
-                    and k not in ("nvidia.com/gpu.present", "nvidia.com/gpu.machine", "nvidia.com/gpu.sharing-strategy"))
+                    and k not in ("nvidia.com/gpu.present", "nvidia.com/gpu.machine", "nvidia.com/gpu.sharing-strategy",
+                                  "nvidia.com/gpu.mode"))
     assert resource == {
         "nvidia.com/gpu.count": "1",
         "nvidia.com/gpu.replicas": str(replicas),
@@ -366,6 +379,18 @@ def test_gfd_resource_labeler_examples(replicas, sharing, product):
 
 # --- the managed label set (what stale-label removal may delete) ----------------------------
 
+ENGINES = {"copy": 1, "decoder": 1, "encoder": 0, "jpeg": 1, "ofa": 0}
+
+
+def with_attributes(dev, multiprocessors=14):
+    """``dev`` with NVML's attributes on each MIG device (nvmlDeviceGetAttributes_v2)."""
+    for mig in dev["mig"]["devices"] or []:
+        parts = gl.mig_profile_parts(mig["profile"])
+        mig.update(multiprocessors=multiprocessors * parts[1], slices={"gi": parts[0], "ci": parts[1]},
+                   engines=dict(ENGINES))
+    return dev
+
+
 def _every_produced_key():
     keys = set()
     fact_sets = [
@@ -373,13 +398,16 @@ def _every_produced_key():
         facts([device(mig=None)], source="pci", driver=None, cuda=None),
         facts([device(i, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)) for i in range(2)]),
         facts([device(0, "NVIDIA A100-SXM4-40GB", 40960, "8.0", (1, 1)), device(1, "Tesla T4", 15360, "7.5")]),
-        facts([device(i, *A100, migs=["3g.20gb", "3g.20gb"]) for i in range(2)]),
-        facts([device(0, *A100, migs=["1g.5gb", "1c.2g.10gb"])]),
+        facts([with_attributes(device(i, *A100, migs=["3g.20gb", "3g.20gb"])) for i in range(2)]),
+        facts([with_attributes(device(0, *A100, migs=["1g.5gb", "1c.2g.10gb", "1g.10gb+me"]))]),
     ]
     for one in fact_sets:
         for mig in gl.MIG_STRATEGIES:
             for sharing, replicas in (("none", 1), ("time-slicing", 4), ("mps", 2)):
-                keys.update(gl.gfd_labels(one, mig_strategy=mig, sharing_strategy=sharing, replicas=replicas))
+                try:
+                    keys.update(gl.gfd_labels(one, mig_strategy=mig, sharing_strategy=sharing, replicas=replicas))
+                except gl.LabelError:
+                    assert sharing == "mps"  # MPS with MIG-enabled GPUs: GFD refuses
     return keys
 
 
@@ -388,30 +416,33 @@ def test_managed_keys_are_exactly_the_keys_the_rules_produce():
     per_profile = set(key for key in produced if key.startswith(gl.MIG_RESOURCE_PREFIX))
     assert gl.MANAGED_LABEL_KEYS == frozenset(produced - per_profile)
     assert all(gl.is_managed_label(key) for key in gl.MANAGED_LABEL_KEYS)
-    # the per-profile keys of mig_strategy mixed: every suffix, for each profile seen
-    assert per_profile == set("nvidia.com/mig-%s.%s" % (profile, suffix) for profile in ("3g.20gb", "1g.5gb", "1c.2g.10gb")
+    # the per-profile keys of mig_strategy mixed: every suffix, for each profile seen ("+" written ".")
+    assert per_profile == set("nvidia.com/mig-%s.%s" % (profile, suffix)
+                              for profile in ("3g.20gb", "1g.5gb", "1c.2g.10gb", "1g.10gb.me")
                               for suffix in gl.MIG_LABEL_SUFFIXES)
     assert all(gl.is_managed_label(key) for key in per_profile)
 
 
-@pytest.mark.parametrize("key", ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-1c.3g.20gb.slices.ci"])
+@pytest.mark.parametrize("key", ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-1c.3g.20gb.slices.ci",
+                                 "nvidia.com/mig-1g.10gb.me.count", "nvidia.com/mig-1g.10gb.me.all.engines.ofa",
+                                 "nvidia.com/mig-1g.24gb-me.multiprocessors", "nvidia.com/mig-1g.5gb.sharing-strategy"])
 def test_per_profile_mig_labels_are_managed(key):
     assert gl.is_managed_label(key, "1") is True
 
 
-def test_a_profile_with_an_extension_gets_no_profile_labels():
-    # "nvidia.com/mig-1g.10gb+me.count" would not be a valid label key
+def test_a_profile_with_an_extension_is_labelled_with_a_dot():
+    # GFD's MIG device name is the profile with "+" replaced by "." (internal/resource/nvml-mig-device.go GetName)
     labels = gl.gfd_labels(facts([device(0, *A100, migs=["1g.10gb+me", "3g.20gb"])]), mig_strategy="mixed")
-    assert sorted(key for key in labels if key.startswith("nvidia.com/mig-")) == [
-        "nvidia.com/mig-3g.20gb.%s" % suffix for suffix in sorted(gl.MIG_LABEL_SUFFIXES)]
+    suffixes = ("product", "count", "replicas", "sharing-strategy", "memory", "slices.gi", "slices.ci")
+    assert sorted(key for key in labels if key.startswith("nvidia.com/mig-1g.10gb")) == sorted(
+        "nvidia.com/mig-1g.10gb.me.%s" % suffix for suffix in suffixes)
+    assert labels["nvidia.com/mig-1g.10gb.me.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb.me"
 
 
 @pytest.mark.parametrize("key, value", [
     ("nvidia.com/device-plugin.config", "t4-shared"),
     ("nvidia.com/gfd.timestamp", "1700000000"),
-    # MIG profile labels GFD reads from NVML's device attributes, which these rules never produce
-    ("nvidia.com/mig-1g.5gb.multiprocessors", "14"),
-    ("nvidia.com/mig-1g.5gb.engines.copy", "1"),
+    ("nvidia.com/gpu.clique", "7b3f.1"),
     ("nvidia.com/mig-custom.count", "1"),
     ("nvidia.com/gpu.deploy.driver", "true"),
     ("feature.node.kubernetes.io/pci-10de.present", "true"),
@@ -452,5 +483,5 @@ def test_devices_merged_with_a_count_give_the_same_labels(name, devices, options
 
 @pytest.mark.parametrize("count", [0, -1, "2", True, 1.5])
 def test_a_bad_device_count_is_refused(count):
-    with pytest.raises(ValueError, match="count must be a positive integer"):
+    with pytest.raises(InputError, match="count must be a positive integer"):
         gl.gfd_labels(facts([dict(device(0), count=count)]))

@@ -1,7 +1,10 @@
 """Unit tests for the NVML source (plugins/module_utils/gpu_discovery_nvml.py) over a pynvml stand-in."""
 import os
 import sys
+import threading
+import time
 
+import pynvml
 import pytest
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_discovery_nvml as nv
@@ -44,7 +47,7 @@ class StubNvml:
     NVMLError = StubError
 
     def __init__(self, gpus, driver="535.183.01", cuda=12020, init_error=None, stderr=None,
-                 errors=None, as_bytes=False):
+                 errors=None, as_bytes=False, attributes=None, decode=False, init_blocks=None):
         for name, code in CODES.items():
             setattr(self, name, code)
         self.gpus = gpus
@@ -54,7 +57,12 @@ class StubNvml:
         self.stderr = stderr
         self.errors = errors or {}  # function name -> code, or (index, code)
         self.as_bytes = as_bytes
+        self.attributes = attributes  # "v2", "v1" (the library lacks the _v2 symbol) or None (no attributes calls)
+        self.decode = decode  # decode bytes as nvidia-ml-py does (UnicodeDecodeError for bytes that are not UTF-8)
+        self.init_blocks = init_blocks  # a threading.Event nvmlInit waits for
         self.calls = []
+        if attributes == "v1":
+            self.c_nvmlDeviceAttributes = pynvml.c_nvmlDeviceAttributes
 
     def _enter(self, name, index=None):
         self.calls.append(name)
@@ -66,10 +74,15 @@ class StubNvml:
             raise StubError(error)
 
     def _str(self, value):
-        return value.encode() if self.as_bytes else value
+        raw = value if isinstance(value, bytes) else value.encode()
+        if self.decode:
+            return raw.decode()
+        return raw if self.as_bytes else value
 
     def nvmlInit(self):
         self.calls.append("nvmlInit")
+        if self.init_blocks is not None:
+            self.init_blocks.wait()
         if self.stderr:
             os.write(2, self.stderr.encode())
         if self.init_error is not None:
@@ -99,9 +112,48 @@ class StubNvml:
         if isinstance(handle, tuple):
             gpu_dict = self.gpus[handle[0]]
             profile = gpu_dict["migs"][handle[1]]
-            return {"name": "%s MIG %s" % (gpu_dict["name"], profile), "uuid": "MIG-%d-%d" % handle,
-                    "memory_mib": int(profile.split(".")[1][:-2]) * 1024}
+            name = gpu_dict["name"] + (b" MIG " if isinstance(gpu_dict["name"], bytes) else " MIG ") + (
+                profile.encode() if isinstance(gpu_dict["name"], bytes) else profile)
+            return {"name": name, "uuid": "MIG-%d-%d" % handle,
+                    "memory_mib": int(profile.split("+")[0].split(".")[1][:-2]) * 1024}
         return self.gpus[handle]
+
+    def _attributes(self, handle, out=None):
+        """nvmlDeviceAttributes_t of a MIG handle: from the profile, with memorySizeMB 1 MiB under the memory info."""
+        if not isinstance(handle, tuple):
+            raise StubError(3)
+        profile = self.gpus[handle[0]]["migs"][handle[1]]
+        gi = int(profile.split("g.")[0].split(".")[-1])
+        attributes = out if out is not None else pynvml.c_nvmlDeviceAttributes()
+        attributes.multiprocessorCount = 14 * gi
+        attributes.sharedCopyEngineCount = gi
+        attributes.sharedDecoderCount = gi - 1
+        attributes.sharedEncoderCount = 0
+        attributes.sharedJpegCount = 1 if profile.endswith("+me") else 0
+        attributes.sharedOfaCount = 1 if profile.endswith("+me") else 0
+        attributes.gpuInstanceSliceCount = gi
+        attributes.computeInstanceSliceCount = gi
+        attributes.memorySizeMB = self._of(handle)["memory_mib"] - 1
+        return attributes
+
+    def nvmlDeviceGetAttributes_v2(self, handle):
+        self._enter("nvmlDeviceGetAttributes_v2", handle)
+        if self.attributes != "v2":
+            raise StubError(13)
+        return self._attributes(handle)
+
+    def _nvmlGetFunctionPointer(self, name):
+        if self.attributes != "v1" or name != "nvmlDeviceGetAttributes":
+            raise StubError(13)
+
+        def v1(handle, pointer):
+            self.calls.append("nvmlDeviceGetAttributes")
+            try:
+                self._attributes(handle, pointer._obj)  # pylint: disable=protected-access
+            except StubError as error:
+                return error.value
+            return 0
+        return v1
 
     def nvmlDeviceGetName(self, handle):
         self._enter("nvmlDeviceGetName", handle)
@@ -161,6 +213,7 @@ def test_reads_every_gpu_with_one_init_and_shutdown():
         "memory_mib": 81559,
         "pci_bus_id": "00000000:1B:00.0",
         "pci_device_id": "0x233010DE",
+        "pci_class": None,
         "compute_capability": "9.0",
         "family": "hopper",
         "mig": {"current": 0, "pending": 0, "devices": []},
@@ -201,11 +254,13 @@ def test_mig_devices_of_a_mig_enabled_gpu_in_slot_order():
     lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb", None, "1g.5gb", None, None, None, None], **A100),
                     gpu(1, mig=(1, 1), migs=[None] * 7, **A100), gpu(2, mig=(0, 1), migs=[None] * 7, **A100)])
     devices = nv.discover_nvml(lib)[2]
+    unknown = {"multiprocessors": None, "slices": {"gi": None, "ci": None},
+               "engines": {"copy": None, "decoder": None, "encoder": None, "jpeg": None, "ofa": None}}
     assert devices[0]["mig"] == {"current": 1, "pending": 1, "devices": [
-        {"index": 0, "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "profile": "3g.20gb", "uuid": "MIG-0-0",
-         "memory_mib": 20480},
-        {"index": 2, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "profile": "1g.5gb", "uuid": "MIG-0-2",
-         "memory_mib": 5120}]}
+        dict(unknown, slot=0, name="NVIDIA A100-SXM4-40GB MIG 3g.20gb", profile="3g.20gb", uuid="MIG-0-0",
+             memory_mib=20480),
+        dict(unknown, slot=2, name="NVIDIA A100-SXM4-40GB MIG 1g.5gb", profile="1g.5gb", uuid="MIG-0-2",
+             memory_mib=5120)]}
     # enabled without MIG devices yet; disabled (enabled after the next reset): not enumerated
     assert devices[1]["mig"]["devices"] == []
     assert devices[2]["mig"] == {"current": 0, "pending": 1, "devices": []}
@@ -309,3 +364,91 @@ def test_real_pynvml_is_importable_here():
     """The controller venv ships nvidia-ml-py; the module must find it."""
     assert nv.pynvml is not None and nv.PYNVML_IMPORT_ERROR is None
     assert "pynvml" in sys.modules
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_mig_device_attributes(version):
+    """GFD's MIG labels come from nvmlDeviceGetAttributes_v2, the v1 symbol where a driver lacks _v2
+    (k8s-device-plugin internal/resource/nvml-mig-device.go GetAttributes; go-nvml's versioned symbols)."""
+    lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb", "1g.5gb+me"], **A100)], attributes=version)
+    migs = nv.discover_nvml(lib)[2][0]["mig"]["devices"]
+    assert migs[0] == {"slot": 0, "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "profile": "3g.20gb",
+                       "uuid": "MIG-0-0", "memory_mib": 20479, "multiprocessors": 42, "slices": {"gi": 3, "ci": 3},
+                       "engines": {"copy": 3, "decoder": 2, "encoder": 0, "jpeg": 0, "ofa": 0}}
+    assert migs[1]["profile"] == "1g.5gb+me"
+    assert migs[1]["engines"] == {"copy": 1, "decoder": 0, "encoder": 0, "jpeg": 1, "ofa": 1}
+    # memory from the attributes' memorySizeMB, as GFD: no memory info call
+    assert "nvmlDeviceGetMemoryInfo" not in lib.calls[lib.calls.index("nvmlDeviceGetMaxMigDeviceCount"):]
+    assert ("nvmlDeviceGetAttributes" in lib.calls) is (version == "v1")
+
+
+def test_mig_device_attributes_not_supported_leave_them_null():
+    lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb"], **A100)], attributes="v2",
+                   errors={"nvmlDeviceGetAttributes_v2": 3})
+    mig = nv.discover_nvml(lib)[2][0]["mig"]["devices"][0]
+    assert mig["multiprocessors"] is None and mig["slices"] == {"gi": None, "ci": None}
+    assert mig["memory_mib"] == 20480
+
+
+def test_mig_device_attributes_error_fails_the_source():
+    lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb"], **A100)], attributes="v2",
+                   errors={"nvmlDeviceGetAttributes_v2": 15})
+    with pytest.raises(SourceUnavailable, match="NVML query failed: GPU is lost"):
+        nv.discover_nvml(lib)
+
+
+def test_pci_class_comes_from_the_reader():
+    lib = StubNvml([gpu(0), gpu(1)])
+    seen = []
+
+    def pci_class(bus_id):
+        seen.append(bus_id)
+        return "0x030200" if bus_id.endswith("18:00.0") else None
+    devices = nv.discover_nvml(lib, pci_class=pci_class)[2]
+    assert [d["pci_class"] for d in devices] == ["0x030200", None]
+    assert seen == ["00000000:18:00.0", "00000000:19:00.0"]
+
+
+@pytest.mark.parametrize("decode", [False, True], ids=["bytes-from-older-bindings", "nvidia-ml-py-decodes"])
+def test_strings_that_are_not_utf8_are_replaced_and_reported(decode):
+    lib = StubNvml([gpu(0, mig=(1, 1), migs=["3g.20gb"], name=b"NVIDIA A100\xe9-SXM4-40GB",
+                        memory=40960, cc=(8, 0), device_id=0x20B010DE)],
+                   driver=b"535.161.08\xff", as_bytes=True, decode=decode)
+    decoder = nv.TextDecoder()
+    driver, dummy, devices = nv.discover_nvml(lib, decoder=decoder)
+    assert driver == "535.161.08\ufffd"
+    assert devices[0]["name"] == "NVIDIA A100\ufffd-SXM4-40GB"
+    assert devices[0]["product"] == "NVIDIA-A100-SXM4-40GB"
+    assert devices[0]["mig"]["devices"][0]["name"] == "NVIDIA A100\ufffd-SXM4-40GB MIG 3g.20gb"
+    assert devices[0]["mig"]["devices"][0]["profile"] == "3g.20gb"
+    assert decoder.warnings == [
+        "NVML's driver version is not valid UTF-8 (535.161.08\\xff); the facts show each invalid byte as U+FFFD",
+        "NVML's name of GPU 0 is not valid UTF-8 (NVIDIA A100\\xe9-SXM4-40GB); the facts show each invalid byte "
+        "as U+FFFD",
+        "NVML's name of MIG device 0 of GPU 0 is not valid UTF-8 (NVIDIA A100\\xe9-SXM4-40GB MIG 3g.20gb); the facts "
+        "show each invalid byte as U+FFFD"]
+
+
+def test_a_hanging_driver_is_given_up_after_the_timeout():
+    release = threading.Event()
+    lib = StubNvml([gpu(0)], init_blocks=release)
+    before = os.fstat(2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SourceUnavailable) as caught:
+            nv.discover_nvml(lib, timeout=0.2)
+        assert time.monotonic() - started < 5
+        assert caught.value.timed_out is True and caught.value.expected is False
+        assert str(caught.value) == ("NVML did not answer within 0.2 s (nvml_timeout): the driver or a GPU is not "
+                                     "responding")
+        after = os.fstat(2)
+        assert (before.st_ino, before.st_dev) == (after.st_ino, after.st_dev)
+    finally:
+        release.set()
+
+
+def test_with_a_timeout_results_and_errors_come_from_the_thread():
+    assert nv.discover_nvml(StubNvml([gpu(0)]), timeout=30)[2][0]["index"] == 0
+    with pytest.raises(SourceUnavailable, match="Driver Not Loaded") as caught:
+        nv.discover_nvml(StubNvml([gpu(0)], init_error=9), timeout=30)
+    assert caught.value.timed_out is False

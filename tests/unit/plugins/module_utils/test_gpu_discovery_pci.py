@@ -21,6 +21,7 @@ def test_finds_nvidia_display_and_3d_controllers_in_bus_order(tmp_path):
     assert [d["pci_bus_id"] for d in devices] == ["00000000:18:00.0", "00000000:3B:00.0", "00000000:AF:00.0"]
     assert [d["index"] for d in devices] == [0, 1, 2]
     assert devices[0]["name"] == "Tesla T4" and devices[0]["family"] == "turing"
+    assert devices[0]["pci_class"] == "0x030000"
     assert devices[1] == {
         "index": 1,
         "name": "NVIDIA H100 80GB HBM3",
@@ -29,6 +30,7 @@ def test_finds_nvidia_display_and_3d_controllers_in_bus_order(tmp_path):
         "memory_mib": None,
         "pci_bus_id": "00000000:3B:00.0",
         "pci_device_id": "0x233010DE",
+        "pci_class": "0x030200",
         "compute_capability": "9.0",
         "family": "hopper",
         "mig": {"current": None, "pending": None, "devices": None},
@@ -51,3 +53,21 @@ def test_nvml_bus_id():
     assert pci.nvml_bus_id("0000:3b:00.0") == "00000000:3B:00.0"
     assert pci.nvml_bus_id("zz:3b:00.0") == "ZZ:3B:00.0"
     assert pci.nvml_bus_id("odd") == "ODD"
+
+
+def test_read_pci_class_by_nvml_bus_id(tmp_path):
+    add(tmp_path, "0000:3b:00.0", "0x10de", "0x030200", "0x2330")
+    add(tmp_path, "0000:18:00.0", "0x10de", "0x30000", "0x1eb8")
+    add(tmp_path, "10000:e1:00.0", "0x10de", "0x030200", "0x2330")   # a domain above 0xffff (Intel VMD)
+    assert pci.read_pci_class("00000000:3B:00.0", str(tmp_path)) == "0x030200"
+    assert pci.read_pci_class("00000000:18:00.0", str(tmp_path)) == "0x030000"
+    assert pci.read_pci_class("00010000:E1:00.0", str(tmp_path)) == "0x030200"
+    assert pci.read_pci_class("00000000:AF:00.0", str(tmp_path)) is None
+    assert pci.read_pci_class("not a bus id", str(tmp_path)) is None
+    assert pci.read_pci_class("zz:3b:00.0", str(tmp_path)) is None
+
+
+def test_sysfs_address():
+    assert pci.sysfs_address("00000000:3B:00.0") == "0000:3b:00.0"
+    assert pci.sysfs_address("00000008:01:00.0") == "0008:01:00.0"
+    assert pci.sysfs_address(None) is None

@@ -2,7 +2,11 @@
 import pytest
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_discovery_smi as smi
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import SourceUnavailable
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import (
+    CommandTimeout,
+    SourceUnavailable,
+    TextDecoder,
+)
 
 A100_MIG = (
     "0, NVIDIA A100-SXM4-40GB, GPU-aaaa, 40960, 00000000:07:00.0, 0x20B010DE, 535.183.01, 8.0, Enabled, Enabled\n"
@@ -46,6 +50,7 @@ def test_parses_mig_gpus():
         "memory_mib": 40960,
         "pci_bus_id": "00000000:07:00.0",
         "pci_device_id": "0x20B010DE",
+        "pci_class": None,
         "compute_capability": "8.0",
         "family": "ampere",
         "mig": {"current": 1, "pending": 1, "devices": None},
@@ -106,3 +111,37 @@ def test_odd_values():
 
 def test_no_gpus_is_an_empty_list():
     assert smi.parse_query_output("\n") == (None, [])
+
+
+def test_bytes_output_and_the_pci_class():
+    runner = Runner((0, A100_MIG.encode(), b""))
+    dummy, dummy, devices = smi.discover_smi(runner, which, pci_class=lambda bus: "0x030200" if "07" in bus else None)
+    assert [d["pci_class"] for d in devices] == ["0x030200", None]
+
+
+def test_output_that_is_not_utf8_is_replaced_and_reported():
+    decoder = TextDecoder()
+    raw = A100_MIG.replace("NVIDIA A100", "NVIDIA A100\xe9", 1).encode("latin-1")
+    dummy, dummy, devices = smi.discover_smi(Runner((0, raw, b"")), which, decoder=decoder)
+    assert devices[0]["name"] == "NVIDIA A100\ufffd-SXM4-40GB" and devices[1]["name"] == "NVIDIA A100-SXM4-40GB"
+    assert devices[0]["product"] == "NVIDIA-A100-SXM4-40GB"
+    # only the line with the bad byte is shown, escaped
+    assert decoder.warnings == [
+        "The output of nvidia-smi is not valid UTF-8 (0, NVIDIA A100\\xe9-SXM4-40GB, GPU-aaaa, 40960, 00000000:07:00.0, "
+        "0x20B010DE, 535.183.01, 8.0, Enabled, Enabled); the facts show each invalid byte as U+FFFD"]
+
+
+def test_errors_that_are_not_utf8():
+    decoder = TextDecoder()
+    with pytest.raises(SourceUnavailable, match="nvidia-smi failed \\(rc=9\\): NVIDIA-SMI \ufffd failed"):
+        smi.discover_smi(Runner((9, b"", b"NVIDIA-SMI \xff failed\n")), which, decoder=decoder)
+    assert decoder.warnings[0].startswith("The error output of nvidia-smi is not valid UTF-8 (NVIDIA-SMI \\xff failed)")
+
+
+def test_a_command_that_runs_out_of_time():
+    def hangs(argv):
+        raise CommandTimeout(argv, 10)
+    with pytest.raises(SourceUnavailable) as caught:
+        smi.discover_smi(hangs, which)
+    assert str(caught.value) == "nvidia-smi did not answer within 10 s (command_timeout) and was stopped"
+    assert caught.value.timed_out is True and caught.value.expected is False

@@ -42,8 +42,9 @@ def test_diff_labels_remove_stale_keeps_nvidia_labels_it_does_not_manage():
                "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.5gb.count": "7", "nvidia.com/gpu.count": "4"}
     added, removed = nl.diff_labels(current, {"nvidia.com/gpu.count": "4"}, remove_stale=True)
     assert added == {}
-    # the labels of an earlier mig_strategy mixed go; what only GFD writes stays
-    assert sorted(removed) == ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig.strategy"]
+    # the labels of an earlier mig_strategy mixed go (the MIG attribute labels too); what only GFD writes stays
+    assert sorted(removed) == ["nvidia.com/mig-1g.5gb.count", "nvidia.com/mig-1g.5gb.multiprocessors",
+                               "nvidia.com/mig.strategy"]
 
 
 def test_diff_labels_remove_stale_accelerator_only_with_a_value_it_writes():
@@ -86,7 +87,8 @@ def test_normalise_taint_parses_kubectl_form(text, expected):
     assert nl.normalise_taint(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["nocolon", {"key": "k", "effect": "Sometimes"}, {"effect": "NoSchedule"}, 5])
+@pytest.mark.parametrize("bad", ["nocolon", {"key": "k"}, {"effect": "NoSchedule"}, 5,
+                                 {"key": "k", "effect": "NoSchedule", "operator": "Exists"}])
 def test_normalise_taint_rejects_incomplete(bad):
     with pytest.raises(nl.NodeLabelError):
         nl.normalise_taint(bad)
@@ -297,7 +299,7 @@ def test_apply_nodes_failure_keeps_results_so_far():
         return {}
     api.patch_node = patch
     with pytest.raises(nl.NodeLabelRunFailed) as info:
-        nl.apply_nodes(api, [req("a", {"x": "1"}), req("b", {"x": "-bad"})])
+        nl.apply_nodes(api, [req("a", {"x": "1"}), req("b", {"x": "2"})])
     assert "rejected the labels or taints of node b" in info.value.msg
     assert [r["name"] for r in info.value.results] == ["a"]
 
@@ -442,3 +444,138 @@ def test_apply_nodes_check_mode_starts_no_worker():
     results, diffs = nl.apply_nodes(api, [req(n, {"x": "1"}) for n in names(3)], check_mode=True, concurrency=8)
     assert [c[0] for c in api.calls] == ["list"]
     assert [r["changed"] for r in results] == [True, True, True] and len(diffs) == 3
+
+
+# --- Kubernetes' rules for labels and taints, checked for the whole batch before any request ---------------
+# Cases from Kubernetes' own tests: k8s.io/apimachinery pkg/util/validation/validation_test.go
+# (TestIsQualifiedName, TestIsValidLabelValue; in kubernetes/kubernetes at
+# staging/src/k8s.io/apimachinery/pkg/util/validation/validation_test.go).
+QUALIFIED_NAME_GOOD = [
+    "simple", "now-with-dashes", "1-starts-with-num", "1234", "simple/simple", "now-with-dashes/simple",
+    "now-with-dashes/now-with-dashes", "now.with.dots/simple", "now-with.dashes-and.dots/simple", "1-num.2-num/3-num",
+    "1234/5678", "1.2.3.4/5678", "Uppercase_Is_OK_123", "example.com/Uppercase_Is_OK_123", "requests.storage-foo",
+    "a" * 63, "a" * 253 + "/" + "b" * 63,
+]
+QUALIFIED_NAME_BAD = [
+    "nospecialchars%^=@", "cantendwithadash-", "-cantstartwithadash-", "only/one/slash", "Example.com/abc",
+    "example_com/abc", "example.com/", "/simple", "a" * 64, "a" * 254 + "/abc",
+]
+LABEL_VALUE_GOOD = ["simple", "now-with-dashes", "1-starts-with-num", "end-with-num-1", "1234", "a" * 63, ""]
+LABEL_VALUE_BAD = [
+    "nospecialchars%^=@", "Tama-nui-te-r\u0101.is.M\u0101ori.sun", "\\backslashes\\are\\bad", "-starts-with-dash",
+    "ends-with-dash-", ".starts.with.dot", "ends.with.dot.", "a" * 64,
+]
+
+
+@pytest.mark.parametrize("name", QUALIFIED_NAME_GOOD)
+def test_qualified_names_kubernetes_accepts(name):
+    assert nl.qualified_name_problems(name) == []
+
+
+@pytest.mark.parametrize("name", QUALIFIED_NAME_BAD)
+def test_qualified_names_kubernetes_refuses(name):
+    assert nl.qualified_name_problems(name)
+
+
+@pytest.mark.parametrize("value", LABEL_VALUE_GOOD)
+def test_label_values_kubernetes_accepts(value):
+    assert nl.label_value_problems(value) == []
+
+
+@pytest.mark.parametrize("value", LABEL_VALUE_BAD)
+def test_label_values_kubernetes_refuses(value):
+    assert nl.label_value_problems(value)
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("example.com/", "name part must be non-empty"),
+    ("/simple", "prefix part must be non-empty"),
+    ("Example.com/abc", "prefix part must be a lowercase DNS subdomain"),
+    ("a" * 254 + "/abc", "prefix part must be no more than 253 characters"),
+    ("a" * 64, "name part must be no more than 63 characters"),
+    ("only/one/slash", "at most one '/'"),
+])
+def test_qualified_name_problems_say_which_rule(name, problem):
+    assert any(problem in p for p in nl.qualified_name_problems(name)), nl.qualified_name_problems(name)
+
+
+def test_a_batch_with_one_bad_label_or_taint_writes_nothing_and_lists_every_problem():
+    # three nodes, only the third one wrong: nothing may be written (the API would take the first two)
+    api = FakeAPI([node("a"), node("b"), node("c")])
+    batch = [req("a", {"x": "1"}), req("b", {"x": "1"}),
+             req("c", {"x": "1", "example.com/zone": "-eu-", "bad key": "y"},
+                 taints=[{"key": "k", "value": "v", "effect": "Sometimes"}, {"key": "k/", "value": "", "effect": "NoSchedule"}])]
+    with pytest.raises(nl.NodeLabelError) as info:
+        nl.apply_nodes(api, batch)
+    assert api.calls == []
+    msg = info.value.msg
+    assert msg.startswith("invalid labels, taints or facts, nothing was written: node c: ")
+    for part in ('label key "bad key": name part must consist of', 'label "example.com/zone" value "-eu-": must be empty',
+                 'taint "k=v:Sometimes": effect must be one of NoSchedule, PreferNoSchedule, NoExecute',
+                 'taint "k/:NoSchedule" key: name part must be non-empty'):
+        assert part in msg
+    assert info.value.kind == "input" and "\n" not in msg
+
+
+def test_a_problem_shared_by_many_nodes_is_listed_once():
+    batch = [req("n%d" % i, {"bad key": "1"}) for i in range(6)]
+    msg = nl.problems_message(nl.request_problems(batch))
+    assert msg == ("invalid labels, taints or facts, nothing was written: nodes n0, n1, n2 and 3 more: label key "
+                   "\"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', starting and "
+                   "ending with an alphanumeric character")
+
+
+def test_state_absent_checks_keys_but_not_values():
+    batch = [req("a", {"nvidia.com/gpu.present": "-ignored-"}, taints=[{"key": "k", "value": "-", "effect": "NoSchedule"}])]
+    assert nl.request_problems(batch, state="absent") == []
+    assert len(nl.request_problems(batch, state="present")) == 2
+    assert nl.request_problems([req("a", {"bad key": ""})], state="absent")
+
+
+def test_the_same_taint_twice_with_two_values_is_a_problem():
+    taints = [{"key": "k", "value": "a", "effect": "NoSchedule"}, {"key": "k", "value": "b", "effect": "NoSchedule"}]
+    (problem, node_name), = nl.request_problems([req("a", taints=taints)])
+    assert "k:NoSchedule given twice" in problem and node_name == "a"
+    other_effect = [{"key": "k", "value": "a", "effect": "NoSchedule"}, {"key": "k", "value": "b", "effect": "NoExecute"}]
+    assert nl.request_problems([req("a", taints=other_effect)]) == []
+
+
+# --- the shape of nvidia_gpu facts ----------------------------------------------------------
+GOOD_FACTS = {"present": True, "count": 8, "source": "nvml", "driver_version": "535.183.01",
+              "cuda_driver_version": "12.2", "machine": "DGX",
+              "devices": [{"name": "NVIDIA A100-SXM4-40GB", "product": "NVIDIA-A100", "memory_mib": 40960,
+                           "compute_capability": "8.0", "count": 8,
+                           "mig": {"current": 1, "pending": 1,
+                                   "devices": [{"profile": "3g.20gb", "memory_mib": 19968}]}}]}
+
+
+@pytest.mark.parametrize("facts", [None, {}, GOOD_FACTS, {"nvidia_gpu": GOOD_FACTS},
+                                   {"present": False, "count": 0, "devices": []},
+                                   dict(GOOD_FACTS, cuda_driver_version=12.2),
+                                   {"present": True, "devices": [{"name": "T4", "compute_capability": [7, 5],
+                                                                  "mig": None}]}])
+def test_facts_of_the_right_shape(facts):
+    assert nl.facts_problems(facts) == []
+
+
+@pytest.mark.parametrize("facts, problem", [
+    (["H100"], "must be a mapping (the nvidia_gpu facts), not a list"),
+    ({"nvidia_gpu": "yes"}, "nvidia_gpu must be a mapping (the GPU facts), not the string \"yes\""),
+    (dict(GOOD_FACTS, devices=["H100", "H100"]), "devices[0] must be a mapping (one GPU's facts), not the string \"H100\""),
+    (dict(GOOD_FACTS, count="8"), "count must be a whole number, not the string \"8\""),
+    (dict(GOOD_FACTS, present="yes"), "present must be true or false, not the string \"yes\""),
+    (dict(GOOD_FACTS, devices="H100 x 8"), "devices must be a list of GPUs, not the string \"H100 x 8\""),
+    (dict(GOOD_FACTS, devices=[dict(GOOD_FACTS["devices"][0], memory_mib="40GB")]),
+     "devices[0].memory_mib must be a number of MiB, not the string \"40GB\""),
+    (dict(GOOD_FACTS, devices=[dict(GOOD_FACTS["devices"][0], count=0)]),
+     "devices[0].count must be a whole number of at least 1, not the number 0"),
+    (dict(GOOD_FACTS, devices=[dict(GOOD_FACTS["devices"][0], mig={"current": "on"})]),
+     "devices[0].mig.current must be 0, 1 or null, not the string \"on\""),
+    (dict(GOOD_FACTS, devices=[dict(GOOD_FACTS["devices"][0], mig={"current": 1, "devices": ["3g.20gb"]})]),
+     "devices[0].mig.devices[0] must be a mapping (one MIG device), not the string \"3g.20gb\""),
+    (dict(GOOD_FACTS, devices=[dict(GOOD_FACTS["devices"][0], compute_capability={"major": 8})]),
+     "devices[0].compute_capability must be a version string such as \"9.0\", not a mapping"),
+    (dict(GOOD_FACTS, devices=[None]), "devices[0] must be a mapping (one GPU's facts), not null"),
+])
+def test_facts_of_the_wrong_shape_name_the_field(facts, problem):
+    assert problem in nl.facts_problems(facts)

@@ -33,7 +33,7 @@ def run(monkeypatch):
             api.pool_size = pool_size
             return object()
         monkeypatch.setattr(mod, "get_api_client", get_api_client)
-        monkeypatch.setattr(mod, "NodeAPI", lambda client, retries: api)
+        monkeypatch.setattr(mod, "NodeAPI", lambda client, **kwargs: api.configure(**kwargs))
         out = {}
 
         def exit_json(self, **kw):
@@ -61,6 +61,11 @@ class FakeNodeAPI:
         self.patches = []
         self.threads = set()
         self.pool_size = None
+        self.options = None
+
+    def configure(self, **kwargs):
+        self.options = kwargs
+        return self
 
     def _count(self, verb):
         self.counts[verb] = self.counts.get(verb, 0) + 1
@@ -109,7 +114,8 @@ def test_build_requests_item_values_win_over_top_level():
                   nodes=[{"name": "n1", "aliases": ["10.0.0.1"], "labels": {"tier": "b"}, "facts": T4_FACTS,
                           "taints": None},
                          {"name": "n2", "aliases": None, "labels": None, "facts": None, "taints": []}])
-    first, second = mod.build_requests(params)
+    (first, second), problems = mod.build_requests(params)
+    assert problems == []
     assert first["labels"]["tier"] == "b" and first["labels"]["team"] == "ml"
     assert first["labels"]["accelerator"] == "nvidia-tesla-t4"
     assert first["aliases"] == ["10.0.0.1"]
@@ -238,3 +244,49 @@ def test_invocation_echo_on_failure_leaves_out_the_facts_too(run):
     out, _api = run({"nodes": [{"name": "missing", "facts": T4_FACTS}]}, nodes=[node("n1")])
     assert out["failed"] is True
     assert "facts" not in out["invocation"]["module_args"]["nodes"][0]
+
+
+def test_request_timeout_reaches_the_api_session(run):
+    _out, api = run({"node": "n1", "labels": {"a": "1"}}, nodes=[node("n1")])
+    assert api.options == {"retries": 5, "request_timeout": 30.0}
+    _out, api = run({"node": "n1", "labels": {"a": "1"}, "request_timeout": 2.5, "retries": 1}, nodes=[node("n1")])
+    assert api.options == {"retries": 1, "request_timeout": 2.5}
+
+
+def test_facts_of_the_wrong_shape_fail_naming_the_node_and_field_before_any_request(run):
+    nodes = [{"name": "n1", "facts": T4_FACTS}, {"name": "n2", "facts": dict(T4_FACTS, devices=["Tesla T4"])},
+             {"name": "n3", "facts": dict(T4_FACTS, count="1")}]
+    out, api = run({"nodes": nodes}, nodes=[node("n1"), node("n2"), node("n3")])
+    assert out["failed"] is True and out["error_kind"] == "input"
+    assert out["msg"] == ("invalid labels, taints or facts, nothing was written: node n2: nodes[1].facts.devices[0] "
+                          "must be a mapping (one GPU's facts), not the string \"Tesla T4\"; node n3: "
+                          "nodes[2].facts.count must be a whole number, not the string \"1\"")
+    assert api.pool_size is None and api.counts == {}  # no client made, no request sent
+    out, _api = run({"node": "n1", "facts": {"present": True, "devices": "Tesla T4"}}, nodes=[node("n1")])
+    assert out["msg"].endswith("facts.devices must be a list of GPUs, not the string \"Tesla T4\"")
+
+
+def test_one_invalid_label_of_a_batch_fails_it_before_any_request(run):
+    nodes = [{"name": "n1"}, {"name": "n2"}, {"name": "n3", "labels": {"example.com/zone": "eu west"}}]
+    out, api = run({"nodes": nodes, "labels": {"a": "1"}, "taints": ["gpu=yes:NoSchedule", "x:Later"]},
+                   nodes=[node("n1"), node("n2"), node("n3")])
+    assert out["failed"] is True and out["error_kind"] == "input"
+    assert 'node n3: label "example.com/zone" value "eu west": must be empty or consist of' in out["msg"]
+    assert 'nodes n1, n2, n3: taint "x:Later": effect must be one of' in out["msg"]
+    assert api.patches == [] and api.counts == {} and api.pool_size is None
+
+
+def test_a_taint_that_cannot_be_read_is_named_with_its_position(run):
+    out, _api = run({"nodes": [{"name": "n1", "taints": ["k=v:NoSchedule", "novalue"]}]}, nodes=[node("n1")])
+    assert out["msg"] == ('invalid labels, taints or facts, nothing was written: node n1: nodes[0].taints[1]: '
+                          'taint "novalue" must look like key=value:Effect')
+
+
+def test_the_result_maps_each_inventory_host_to_the_node_it_was_matched_to(run):
+    matched = node("ip-10-0-0-7")
+    matched["status"] = {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}]}
+    out, _api = run({"nodes": [{"name": "gpu01", "host": "gpu01", "aliases": ["10.0.0.7"]},
+                               {"name": "n2", "host": "lab-n2"}], "labels": {"a": "1"}},
+                    nodes=[matched, node("n2")])
+    assert out["hosts"] == {"gpu01": "ip-10-0-0-7", "lab-n2": "n2"}
+    assert [(r["name"], r.get("host")) for r in out["nodes"]] == [("ip-10-0-0-7", "gpu01"), ("n2", "lab-n2")]

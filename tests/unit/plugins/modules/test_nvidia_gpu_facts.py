@@ -1,15 +1,19 @@
-"""Unit tests for the nvidia_gpu_facts module entry point (discovery stubbed at its boundary)."""
+"""Unit tests for the nvidia_gpu_facts and nvidia_gpu_host_facts entry points (discovery stubbed at its boundary)."""
+import ast
 import json
 import os
+import pathlib
 
 import pytest
 from ansible.module_utils import _internal as ansible_internal
 from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.kubegpu.nvidia.plugins.action import nvidia_gpu_facts as action
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_discovery as gd
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_discovery_module as gm
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_smi import parse_query_output
-from ansible_collections.kubegpu.nvidia.plugins.modules import nvidia_gpu_facts
+from ansible_collections.kubegpu.nvidia.plugins.modules import nvidia_gpu_facts, nvidia_gpu_host_facts
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
@@ -25,17 +29,23 @@ def fresh_warnings(monkeypatch):
     monkeypatch.setattr(ansible_internal, "is_controller", False)
 
 
+@pytest.fixture(autouse=True)
+def no_efi(monkeypatch, tmp_path):
+    """No EFI firmware: the test machine's own must not leak into the facts."""
+    monkeypatch.setattr(gd, "EFI_ROOT", str(tmp_path / "no-efi"))
+
+
 def warning_texts(result):
     """Warnings as text (ansible-core 2.19 wraps each one in a WarningSummary)."""
     return [w["event"]["msg"] if isinstance(w, dict) else w for w in result.get("warnings", [])]
 
 
-def run_module(capsys, args, check_mode=False):
+def run_module(capsys, args, check_mode=False, module=nvidia_gpu_facts):
     if check_mode:
         args = dict(args, _ansible_check_mode=True)
     with patch_module_args(args):
         with pytest.raises(SystemExit) as caught:
-            nvidia_gpu_facts.main()
+            module.main()
     result = json.loads(capsys.readouterr().out)
     return caught.value.code, result
 
@@ -44,7 +54,7 @@ def nvml_source(facts_file):
     with open(os.path.join(FIXTURES, facts_file)) as handle:
         recorded = json.load(handle)
 
-    def discover(*dummy):
+    def discover(*dummy, **kwargs):
         return recorded["driver_version"], recorded["cuda_driver_version"], recorded["devices"]
     return discover
 
@@ -95,13 +105,15 @@ def test_replicas_without_sharing_is_refused(capsys, h100x8):
 def test_argument_errors(capsys, h100x8, args, fragment):
     rc, result = run_module(capsys, args)
     assert rc == 1 and fragment in result["msg"]
+    # Ansible's own argument checks fail with the kind of every other bad input
+    assert result["error_kind"] == "input"
 
 
 def test_warnings_reach_the_user(capsys, monkeypatch):
-    monkeypatch.setattr(nvidia_gpu_facts, "discover_gpus", lambda **kw: (
+    warning = "No NVIDIA GPU found: NVML could not be initialised: Unknown Error (NVML_ERROR_UNKNOWN)"
+    monkeypatch.setattr(gm, "discover", lambda **kw: gd.Discovery(
         {"present": False, "count": 0, "source": "none", "driver_version": None, "cuda_driver_version": None,
-         "devices": [], "machine": None, "labels": {}},
-        ["No NVIDIA GPU found: NVML could not be initialised: Unknown Error (NVML_ERROR_UNKNOWN)"]))
+         "devices": [], "machine": None, "labels": {}}, [warning], [], [warning]))
     rc, result = run_module(capsys, {})
     assert rc == 0 and result["changed"] is False
     assert warning_texts(result) == ["No NVIDIA GPU found: NVML could not be initialised: Unknown Error (NVML_ERROR_UNKNOWN)"]
@@ -109,7 +121,7 @@ def test_warnings_reach_the_user(capsys, monkeypatch):
 
 
 def test_require_fails_without_gpu(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(gd.gpu_discovery_nvml, "discover_nvml", lambda *a: ("535.183.01", "12.2", []))
+    monkeypatch.setattr(gd.gpu_discovery_nvml, "discover_nvml", lambda *a, **k: ("535.183.01", "12.2", []))
     monkeypatch.setattr(gd, "PCI_DEVICES", str(tmp_path))
     rc, result = run_module(capsys, {"require": True})
     assert rc == 1
@@ -125,7 +137,7 @@ def test_require_passes_with_gpu(capsys, h100x8):
 
 def test_nvidia_smi_runs_through_the_module(capsys, monkeypatch, tmp_path):
     """With NVML unusable, the module runs nvidia-smi (found on PATH) with LC_ALL=C."""
-    def fail(*dummy):
+    def fail(*dummy, **kwargs):
         raise gd.SourceUnavailable("NVML could not be initialised: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)")
     monkeypatch.setattr(gd.gpu_discovery_nvml, "discover_nvml", fail)
     with open(os.path.join(FIXTURES, "nvidia-smi-a100x2.csv")) as handle:
@@ -140,3 +152,118 @@ def test_nvidia_smi_runs_through_the_module(capsys, monkeypatch, tmp_path):
     assert facts["source"] == "nvidia-smi"
     assert facts["devices"] == parse_query_output(output)[1]
     assert warning_texts(result)[0].startswith("GPU facts come from nvidia-smi: NVML could not be initialised")
+
+
+def nvml_unusable(monkeypatch):
+    def fail(*dummy, **kwargs):
+        raise gd.SourceUnavailable("NVML could not be initialised: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)")
+    monkeypatch.setattr(gd.gpu_discovery_nvml, "discover_nvml", fail)
+
+
+def fake_smi(tmp_path, monkeypatch, body):
+    script = tmp_path / "bin" / "nvidia-smi"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (script.parent, os.environ["PATH"]))
+
+
+def test_require_with_a_hanging_nvidia_smi_fails_as_timeout(capsys, monkeypatch, tmp_path):
+    nvml_unusable(monkeypatch)
+    monkeypatch.setattr(gd, "PCI_DEVICES", str(tmp_path / "no-pci"))
+    fake_smi(tmp_path, monkeypatch, "sleep 300\n")
+    rc, result = run_module(capsys, {"require": True, "command_timeout": 1})
+    assert rc == 1 and result["error_kind"] == "timeout"
+    assert result["msg"] == ("No NVIDIA GPU found on this machine: No NVIDIA GPU found: NVML could not be initialised: "
+                             "Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED); nvidia-smi did not answer within 1 s "
+                             "(command_timeout) and was stopped")
+
+
+def test_a_hanging_nvidia_smi_without_require_is_a_warning(capsys, monkeypatch, tmp_path):
+    nvml_unusable(monkeypatch)
+    monkeypatch.setattr(gd, "PCI_DEVICES", str(tmp_path / "no-pci"))
+    fake_smi(tmp_path, monkeypatch, "sleep 300\n")
+    rc, result = run_module(capsys, {"command_timeout": 1})
+    assert rc == 0 and result["ansible_facts"]["nvidia_gpu"]["source"] == "none"
+    assert warning_texts(result) == ["No NVIDIA GPU found: NVML could not be initialised: Driver Not Loaded "
+                                     "(NVML_ERROR_DRIVER_NOT_LOADED); nvidia-smi did not answer within 1 s "
+                                     "(command_timeout) and was stopped"]
+
+
+@pytest.mark.parametrize("option", ["command_timeout", "nvml_timeout", "gather_timeout"])
+def test_timeouts_below_one_second_are_refused(capsys, h100x8, option):
+    rc, result = run_module(capsys, {option: 0})
+    assert rc == 1 and result["error_kind"] == "input"
+    assert result["msg"] == "%s must be at least 1 (seconds), got 0" % option
+
+
+def test_the_small_module_refuses_host_facts(capsys, h100x8):
+    rc, result = run_module(capsys, {"gather_subset": ["!all"]})
+    assert rc == 1 and result["error_kind"] == "input"
+    assert result["msg"].startswith("gather_subset needs the host fact collectors, which this module does not carry")
+
+
+def test_the_host_facts_module_gathers_both(capsys, h100x8):
+    rc, result = run_module(capsys, {"gather_subset": ["!all"]}, module=nvidia_gpu_host_facts)
+    assert rc == 0 and result["changed"] is False
+    facts = result["ansible_facts"]
+    assert facts["nvidia_gpu"]["count"] == 8
+    assert facts["ansible_distribution"] and facts["ansible_python_version"]
+
+
+@pytest.mark.parametrize("args, module", [
+    ({}, "kubegpu.nvidia.nvidia_gpu_facts"),
+    ({"gather_subset": []}, "kubegpu.nvidia.nvidia_gpu_facts"),
+    ({"gather_subset": ["!all"], "require": True}, "kubegpu.nvidia.nvidia_gpu_host_facts"),
+    ({"gather_subset": "all"}, "kubegpu.nvidia.nvidia_gpu_host_facts"),
+])
+def test_the_action_picks_the_module(args, module):
+    assert action.module_for(args) == module
+
+
+def test_both_modules_document_the_options_they_take():
+    """One option list for both modules: the doc fragment documents exactly ARGUMENT_SPEC."""
+    import yaml
+    from ansible_collections.kubegpu.nvidia.plugins.doc_fragments.nvidia_gpu_facts import ModuleDocFragment
+
+    options = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]
+    assert set(options) == set(gm.ARGUMENT_SPEC)
+    for name, spec in gm.ARGUMENT_SPEC.items():
+        assert (options[name]["type"], options[name]["default"]) == (spec["type"], spec["default"]), name
+    for module in (nvidia_gpu_facts, nvidia_gpu_host_facts):
+        documentation = yaml.safe_load(module.DOCUMENTATION)
+        assert documentation["extends_documentation_fragment"] == ["kubegpu.nvidia.nvidia_gpu_facts"]
+        assert "options" not in documentation
+
+
+COLLECTION = pathlib.Path(nvidia_gpu_facts.__file__).resolve().parents[2]
+
+
+def imported_modules(path, seen=None):
+    """Every module the file imports, following this collection's module_utils (as AnsiballZ packs them)."""
+    seen = set() if seen is None else seen
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + ["%s.%s" % (node.module, alias.name) for alias in node.names]
+        for name in names:
+            if name in seen:
+                continue
+            seen.add(name)
+            prefix = "ansible_collections.kubegpu.nvidia."
+            if name.startswith(prefix):
+                target = COLLECTION.joinpath(*name[len(prefix):].split(".")).with_suffix(".py")
+                if target.is_file():
+                    imported_modules(target, seen)
+    return seen
+
+
+def test_nvidia_gpu_facts_does_not_carry_the_host_fact_collectors():
+    """The payload of every nvidia_gpu_facts call holds what it imports: not setup's ~70 collector files."""
+    small = imported_modules(COLLECTION / "plugins" / "modules" / "nvidia_gpu_facts.py")
+    assert not [name for name in small if name.startswith("ansible.module_utils.facts")]
+    assert "ansible_collections.kubegpu.nvidia.plugins.module_utils.host_facts" not in small
+    full = imported_modules(COLLECTION / "plugins" / "modules" / "nvidia_gpu_host_facts.py")
+    assert "ansible.module_utils.facts.ansible_collector" in full

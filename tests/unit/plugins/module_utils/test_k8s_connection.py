@@ -1,9 +1,10 @@
-"""The k8s_auth lookup: one Kubernetes connection from the kubegpu_* variables."""
+"""One Kubernetes connection from the kubegpu_* variables (lookup k8s_auth), and the retired role variables."""
 import pytest
 
-from ansible.errors import AnsibleLookupError
-
-from ansible_collections.kubegpu.nvidia.plugins.lookup.k8s_auth import OPTIONS, connection
+from ansible_collections.kubegpu.nvidia.plugins.filter.retired_connection import retired_connection
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import AUTH_ARG_SPEC
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_connection import OPTIONS, connection
 
 
 def test_only_the_options_that_are_set_come_back():
@@ -12,11 +13,9 @@ def test_only_the_options_that_are_set_come_back():
     assert connection(variables) == {"kubeconfig": "/etc/kubernetes/admin.conf", "validate_certs": False}
 
 
-def test_every_module_connection_option_has_a_kubegpu_variable():
-    variables = dict(("kubegpu_" + option, [] if kind is list else True if kind is bool else "v")
-                     for option, kind in OPTIONS.items())
-    variables["kubegpu_impersonate_groups"] = ["system:masters"]
-    assert sorted(connection(variables)) == sorted(OPTIONS)
+def test_every_option_is_one_the_collection_s_modules_take():
+    # module_defaults hands each option to every module of group/kubegpu.nvidia.k8s
+    assert set(OPTIONS) <= set(AUTH_ARG_SPEC)
     assert {"client_cert", "client_key", "proxy", "impersonate_user", "impersonate_groups"} <= set(OPTIONS)
 
 
@@ -35,15 +34,14 @@ def test_inventory_spellings_are_converted(name, value, option, expected):
     ("kubegpu_kubeconfig", ["/a", "/b"], "kubegpu_kubeconfig must be a str, not list"),
 ])
 def test_a_value_of_the_wrong_type_is_refused_naming_the_variable(name, value, message):
-    with pytest.raises(AnsibleLookupError, match=message):
+    with pytest.raises(InputError, match=message):
         connection({name: value})
 
 
-def test_a_deprecated_role_variable_is_read_with_a_warning_when_the_new_one_is_unset():
-    warnings = []
-    variables = {"k8s_device_plugin_kubeconfig": "/old", "k8s_device_plugin_context": "",
-                 "kubegpu_host": "https://new:6443", "k8s_device_plugin_host": "https://old:6443"}
-    result = connection(variables, ["k8s_device_plugin_"], warnings.append)
-    assert result == {"kubeconfig": "/old", "host": "https://new:6443"}
-    assert warnings == ["k8s_device_plugin_kubeconfig is deprecated: set kubegpu_kubeconfig instead "
-                        "(one connection for every play and role of kubegpu.nvidia)"]
+def test_retired_role_variables_are_named_with_what_to_set_instead():
+    assert retired_connection([]) == ""
+    message = retired_connection(["k8s_device_plugin_validate_certs", "k8s_device_plugin_kubeconfig"])
+    assert message.startswith("k8s_device_plugin_kubeconfig, k8s_device_plugin_validate_certs no longer read: ")
+    assert "(set kubegpu_kubeconfig, kubegpu_validate_certs, and give the play module_defaults: " in message
+    assert "{group/kubegpu.nvidia.k8s: \"{{ lookup('kubegpu.nvidia.k8s_auth') }}\"}" in message
+    assert "\n" not in message

@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment:
+    """Options of the GPU facts modules (nvidia_gpu_facts, nvidia_gpu_host_facts)."""
+
+    DOCUMENTATION = r"""
+options:
+  require:
+    description:
+      - Fail when no usable GPU and driver are found, that is when the facts come from the
+        V(pci) source (GPUs without a usable driver) or from V(none).
+      - The failure's C(error_kind) is V(timeout) when a source was given up because it ran out of time
+        (O(nvml_timeout), O(command_timeout)), else V(runtime).
+    type: bool
+    default: false
+  mig_strategy:
+    description:
+      - MIG strategy of the device plugin, used for C(ansible_facts.nvidia_gpu.labels)
+        exactly as GPU Feature Discovery applies it.
+      - V(none) labels full GPUs only, V(single) and V(mixed) add C(nvidia.com/mig.strategy).
+      - V(single) labels the MIG devices as C(nvidia.com/gpu) when every GPU is MIG-enabled and holds
+        MIG devices of one profile, else GPU Feature Discovery's C(<model>-MIG-INVALID) labels (also when
+        the MIG devices are not known, with facts from C(nvidia-smi) or the PCI bus).
+      - V(mixed) adds C(nvidia.com/mig-<profile>.product|count|replicas|memory|slices.gi|slices.ci) per MIG
+        profile.
+    type: str
+    choices: [none, single, mixed]
+    default: none
+  sharing_strategy:
+    description:
+      - GPU sharing configured in the device plugin, used for the labels C(nvidia.com/gpu.sharing-strategy)
+        and C(nvidia.com/gpu.product) (suffix C(-SHARED)) when O(replicas) is above 1.
+    type: str
+    choices: [none, time-slicing, mps]
+    default: none
+  replicas:
+    description:
+      - Replicas per GPU configured for sharing, used for the label C(nvidia.com/gpu.replicas).
+      - Must be 1 when O(sharing_strategy=none).
+    type: int
+    default: 1
+  command_timeout:
+    description:
+      - Seconds each external command (C(nvidia-smi), C(mokutil)) may run. A command still running then
+        is stopped (its whole process group), and the module warns and goes on with the next source.
+      - At least 1.
+    type: int
+    default: 10
+  nvml_timeout:
+    description:
+      - Seconds the NVML session (initialisation, every query, shutdown) may take. A driver or GPU that does
+        not answer by then is given up, with a warning, for the next source.
+      - NVML calls cannot be interrupted; the call keeps waiting in a thread of the module process until
+        that process ends (right after the module returns).
+      - NVML can take several seconds per GPU to initialise when the driver is not kept loaded
+        (C(nvidia-persistenced) not running); raise this on large nodes without persistence.
+      - At least 1.
+    type: int
+    default: 30
+  gather_subset:
+    description:
+      - Also gather these subsets of Ansible's own host facts in the same run, with the collectors, subset
+        rules and names of M(ansible.builtin.setup) (for example C(ansible_facts.distribution)).
+      - A play that needs a few host facts as well as the GPU facts then makes one module run per host instead
+        of two; the C(kubegpu.nvidia.site) playbook gathers its facts this way.
+      - As for M(ansible.builtin.setup), the minimal subset is added unless the list holds V(!min);
+        V([]) (the default) gathers no host facts.
+      - M(kubegpu.nvidia.nvidia_gpu_facts) runs M(kubegpu.nvidia.nvidia_gpu_host_facts) for this (its action
+        plugin picks it), so that a run without host facts does not carry their collectors.
+    type: list
+    elements: str
+    default: []
+  gather_timeout:
+    description:
+      - Seconds each host fact collector may take (as for M(ansible.builtin.setup)). At least 1.
+    type: int
+    default: 10
+requirements:
+  - The Python library C(pynvml) (PyPI C(nvidia-ml-py), Debian C(python3-pynvml)) on the target
+    for the V(nvml) source. Without it the module falls back to C(nvidia-smi) and warns.
+notes:
+  - Label values follow GPU Feature Discovery's sanitising; C(nvidia.com/gpu.machine) is also
+    sanitised so that every value is a valid Kubernetes label value.
+  - With several GPU models on one node, the model of the lowest-index GPU names the
+    C(nvidia.com/gpu.*) labels and the module warns (GPU Feature Discovery picks one model too).
+  - C(nvidia-smi) does not report the CUDA driver version, so that source leaves
+    C(ansible_facts.nvidia_gpu.cuda_driver_version) V(null).
+  - A string from the driver or from C(nvidia-smi) that is not valid UTF-8 (a corrupt board name) is decoded
+    with U+FFFD for each invalid byte, and a warning shows the raw bytes.
+"""

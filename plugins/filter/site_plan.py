@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters kubegpu.nvidia.inventory_problem and kubegpu.nvidia.validation_plan: a site run's cross-play decisions."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
+
+
+def inventory_problem(groups, gpu_group=site_plan.GPU_GROUP, control_group=site_plan.CONTROL_GROUP):
+    """What is wrong with the inventory's groups, in one line; "" when nothing is."""
+    if not isinstance(groups, dict):
+        raise AnsibleFilterError("inventory_problem expects the groups (a dict)")
+    return site_plan.inventory_problem(groups, gpu_group, control_group)
+
+
+def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False):
+    """The nodes to validate and those whose recorded validation may stand in (module_utils/site_plan.py)."""
+    if isinstance(hosts, str):
+        hosts = [hosts]
+    try:
+        return site_plan.validation_plan(hosts, hostvars, nodes, active_hosts, revalidate)
+    except (AttributeError, TypeError) as exc:
+        raise AnsibleFilterError("validation_plan: the nodes it was given are not of the expected shape: %s" % exc)
+
+
+class FilterModule:
+    """The collection's filters."""
+
+    def filters(self):
+        return {"inventory_problem": inventory_problem, "validation_plan": validation_plan}

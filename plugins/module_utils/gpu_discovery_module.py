@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The work of the GPU facts modules, shared by ``nvidia_gpu_facts`` and ``nvidia_gpu_host_facts``.
+
+Both modules take the same options (``ARGUMENT_SPEC``; documented in the ``kubegpu.nvidia.nvidia_gpu_facts``
+doc fragment). ``nvidia_gpu_facts`` does not import Ansible's host fact collectors, so its payload stays
+small; ``nvidia_gpu_host_facts`` does, and gathers ``gather_subset`` in the same run. The
+``nvidia_gpu_facts`` action plugin runs the second when ``gather_subset`` is given.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import functools
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, KubegpuError
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
+    MIG_STRATEGIES,
+    SHARING_STRATEGIES,
+    validate_label_options,
+)
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery import discover, unusable_reason
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import run_bounded
+
+HOST_FACTS_MODULE = "kubegpu.nvidia.nvidia_gpu_host_facts"
+
+ARGUMENT_SPEC = dict(
+    require=dict(type="bool", default=False),
+    mig_strategy=dict(type="str", default="none", choices=list(MIG_STRATEGIES)),
+    sharing_strategy=dict(type="str", default="none", choices=list(SHARING_STRATEGIES)),
+    replicas=dict(type="int", default=1),
+    command_timeout=dict(type="int", default=10),
+    nvml_timeout=dict(type="int", default=30),
+    gather_subset=dict(type="list", elements="str", default=[]),
+    gather_timeout=dict(type="int", default=10),
+)
+
+
+class FactsModule(AnsibleModule):
+    """``AnsibleModule`` with ``ARGUMENT_SPEC`` whose own failures (options of the wrong type, unknown options)
+    carry ``error_kind: input`` like every other failure the user causes."""
+
+    def __init__(self):
+        super(FactsModule, self).__init__(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+
+    def fail_json(self, msg, **kwargs):  # pylint: disable=arguments-differ
+        kwargs.setdefault("error_kind", "input")
+        super(FactsModule, self).fail_json(msg, **kwargs)
+
+
+def _check_timeouts(params):
+    for name in ("command_timeout", "nvml_timeout", "gather_timeout"):
+        if params[name] < 1:
+            raise InputError("%s must be at least 1 (seconds), got %d" % (name, params[name]))
+
+
+def gather(module, host_facts=None):
+    """The modules' work: the facts, or a ``KubegpuError``.
+
+    ``host_facts(module, gather_subset, gather_timeout)`` gathers Ansible's host facts; None in the module
+    that does not carry the collectors.
+    """
+    params = module.params
+    error = validate_label_options(params["mig_strategy"], params["sharing_strategy"], params["replicas"])
+    if error:
+        raise InputError(error)
+    _check_timeouts(params)
+
+    ansible_facts = {}
+    if params["gather_subset"]:
+        if host_facts is None:
+            raise InputError("gather_subset needs the host fact collectors, which this module does not carry: "
+                             "run kubegpu.nvidia.nvidia_gpu_facts as a task (its action plugin then runs %s) "
+                             "or %s itself" % (HOST_FACTS_MODULE, HOST_FACTS_MODULE))
+        ansible_facts = host_facts(module, params["gather_subset"], params["gather_timeout"])
+
+    run_command = functools.partial(run_bounded, timeout=params["command_timeout"], environ_update={"LC_ALL": "C"})
+    found = discover(
+        run_command=run_command,
+        which=module.get_bin_path,
+        mig_strategy=params["mig_strategy"],
+        sharing_strategy=params["sharing_strategy"],
+        replicas=params["replicas"],
+        nvml_timeout=params["nvml_timeout"],
+    )
+    for warning in found.warnings:
+        module.warn(warning)
+    if params["require"]:
+        reason = unusable_reason(found.facts, found.fallback_warnings)
+        if reason:
+            raise KubegpuError(reason, kind="timeout" if found.timed_out else "runtime",
+                               ansible_facts={"nvidia_gpu": found.facts})
+    ansible_facts["nvidia_gpu"] = found.facts
+    return dict(changed=False, ansible_facts=ansible_facts)

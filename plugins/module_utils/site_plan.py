@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The decisions of a site run that span its plays.
+
+``inventory_problem``: what is wrong with the inventory's groups, before anything runs.
+``validation_plan``: which GPU nodes get a validation pod, and which may be reported from their recorded
+validation, from what the run did to each node (driver, toolkit, labels) and which hosts are still in it.
+The ``kubegpu.nvidia.inventory_problem`` and ``kubegpu.nvidia.validation_plan`` filters call them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+GPU_GROUP = "gpu_nodes"
+CONTROL_GROUP = "k8s_control"
+
+
+def inventory_problem(groups, gpu_group=GPU_GROUP, control_group=CONTROL_GROUP):
+    """One line saying what is wrong with the inventory's groups, or "" when nothing is."""
+    if gpu_group not in groups:
+        names = sorted(name for name in groups if name not in ("all", "ungrouped"))
+        return ("the inventory has no group %s (its groups: %s): put the GPU worker nodes in a group named %s and "
+                "the host that reaches the Kubernetes API in %s" % (gpu_group, ", ".join(names) or "none", gpu_group,
+                                                                     control_group))
+    if not groups[gpu_group]:
+        return "group %s has no hosts: put the GPU worker nodes in it" % gpu_group
+    if control_group in groups and not groups[control_group]:
+        return ("group %s has no hosts: put the host that reaches the Kubernetes API in it, or remove the group "
+                "to use localhost" % control_group)
+    return ""
+
+
+def _truthy(value):
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "yes", "1"))
+
+
+def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False):
+    """``{"nodes": [...], "known": [...]}``: the nodes of the GPU ``hosts`` to validate, and those of them whose
+    recorded validation may stand in for a pod.
+
+    A host's node is its ``kubegpu_node_name``. ``nodes``: the GPU nodes as the labels role last read or wrote
+    them (``k8s_gpu_node_nodes``: labels, allocatable, annotations, ``changed``). A node may be reported from its
+    record unless the run changed it: its driver (``nvidia_driver_changed``), its toolkit or runtime configuration
+    (``nvidia_container_toolkit_changed``), its labels or taints (``changed`` in ``nodes``), or its host left the
+    run before the labels play (not in ``active_hosts``, when given). ``revalidate`` trusts no record.
+    """
+    names = []
+    changed = set()
+    for host in hosts or []:
+        host_vars = hostvars[host] if host in hostvars else {}
+        name = host_vars.get("kubegpu_node_name") or host
+        if name in names:
+            continue
+        names.append(name)
+        if (_truthy(host_vars.get("nvidia_driver_changed")) or _truthy(host_vars.get("nvidia_container_toolkit_changed"))
+                or (active_hosts is not None and host not in active_hosts)):
+            changed.add(name)
+    known = []
+    if not revalidate:
+        for node in nodes or []:
+            if node.get("name") in names and node.get("name") not in changed and not node.get("changed"):
+                known.append(node)
+    return {"nodes": names, "known": known}

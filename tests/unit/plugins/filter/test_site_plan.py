@@ -1,0 +1,67 @@
+"""A site run's cross-play decisions: the inventory check, and which nodes are validated or reported from records."""
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubegpu.nvidia.plugins.filter.site_plan import inventory_problem, validation_plan
+
+HOSTS = ["gpu-a", "gpu-b", "gpu-c"]
+
+
+@pytest.mark.parametrize("groups, problem", [
+    ({"all": ["x"], "ungrouped": [], "workers": ["x"]},
+     "the inventory has no group gpu_nodes (its groups: workers): put the GPU worker nodes in a group named "
+     "gpu_nodes and the host that reaches the Kubernetes API in k8s_control"),
+    ({"all": [], "ungrouped": []},
+     "the inventory has no group gpu_nodes (its groups: none): put the GPU worker nodes in a group named gpu_nodes "
+     "and the host that reaches the Kubernetes API in k8s_control"),
+    ({"gpu_nodes": []}, "group gpu_nodes has no hosts: put the GPU worker nodes in it"),
+    ({"gpu_nodes": ["a"], "k8s_control": []},
+     "group k8s_control has no hosts: put the host that reaches the Kubernetes API in it, or remove the group to "
+     "use localhost"),
+    ({"gpu_nodes": ["a"]}, ""),
+    ({"gpu_nodes": ["a"], "k8s_control": ["c"]}, ""),
+])
+def test_inventory_problem(groups, problem):
+    assert inventory_problem(groups) == problem
+
+
+def test_inventory_problem_refuses_what_is_not_groups():
+    with pytest.raises(AnsibleFilterError):
+        inventory_problem(["gpu_nodes"])
+
+
+def listed(name, changed=False):
+    return {"name": name, "changed": changed, "labels": {}, "allocatable": {}, "node_info": {}, "annotations": {}}
+
+
+def plan(hostvars_extra=None, changed_nodes=(), active=None, revalidate=False):
+    hostvars = dict((host, dict({"kubegpu_node_name": "node-" + host}, **(hostvars_extra or {}).get(host, {})))
+                    for host in HOSTS)
+    nodes = [listed("node-" + host, "node-" + host in changed_nodes) for host in HOSTS]
+    result = validation_plan(HOSTS, hostvars, nodes, active, revalidate)
+    return result["nodes"], [node["name"] for node in result["known"]]
+
+
+def test_every_gpu_host_s_node_is_validated_and_untouched_nodes_may_be_reported_from_their_records():
+    assert plan(active=HOSTS) == (["node-gpu-a", "node-gpu-b", "node-gpu-c"],
+                                  ["node-gpu-a", "node-gpu-b", "node-gpu-c"])
+    # the labels play did not run (tags): nothing tells of a host that left the run
+    assert plan()[1] == ["node-gpu-a", "node-gpu-b", "node-gpu-c"]
+
+
+@pytest.mark.parametrize("kwargs, known", [
+    ({"hostvars_extra": {"gpu-a": {"nvidia_driver_changed": True}}}, ["node-gpu-b", "node-gpu-c"]),
+    ({"hostvars_extra": {"gpu-b": {"nvidia_container_toolkit_changed": "True"}}}, ["node-gpu-a", "node-gpu-c"]),
+    ({"changed_nodes": ["node-gpu-c"]}, ["node-gpu-a", "node-gpu-b"]),
+    ({"active": ["gpu-a", "gpu-c"]}, ["node-gpu-a", "node-gpu-c"]),
+    ({"revalidate": True}, []),
+])
+def test_nodes_the_run_changed_or_whose_host_left_it_get_a_pod(kwargs, known):
+    kwargs.setdefault("active", HOSTS)
+    assert plan(**kwargs)[1] == known
+
+
+def test_a_host_without_a_recorded_node_name_is_its_inventory_name_and_a_node_is_listed_once():
+    result = validation_plan(["a", "b"], {"a": {}, "b": {"kubegpu_node_name": "a"}}, [listed("a")])
+    assert result == {"nodes": ["a"], "known": [listed("a")]}
