@@ -43,12 +43,11 @@ def test_toolkit_role_stops_a_host_of_another_os_family_before_reading_it(tmp_pa
     run, events = run_role(tmp_path, "kubegpu.nvidia.nvidia_container_toolkit", dict(ARCH, nvidia_gpu=GPU))
     assert run.rc == 2, run.stdout[-3000:]
     failed = [(name, res) for name, res in results(events) if res.get("failed")]
-    assert [(name, res["msg"]) for name, res in failed] == [(
-        "Check the requested container runtimes",
-        "The NVIDIA Container Toolkit role supports the Debian and RedHat families, not Archlinux (Archlinux).")]
-    # the probe, the only task that reads the node, did not run
-    probe = dict(results(events))["Read the toolkit packages, the package source and the container runtimes' services"]
-    assert probe.get("skipped") is True
+    # the role's first task on the node, nvidia_container_toolkit_info, checks the family before it runs
+    # any command (its unit test asserts no command ran: test_nvidia_container_toolkit_info.py)
+    assert [(name, res["msg"], res["error_kind"]) for name, res in failed] == [(
+        "Read the node's toolkit packages, repository and container runtimes",
+        "The NVIDIA Container Toolkit role supports the Debian and RedHat families, not Archlinux.", "input")]
     assert run.data["stats"]["gpu-a"]["changed"] == 0
     assert "Traceback" not in run.stdout + run.stderr
 

@@ -13,12 +13,20 @@ so a node uses it exactly as an air-gapped mirror of NVIDIA's repository:
 Packages (same names as NVIDIA's, one set per version):
   libnvidia-container1           /usr/lib/x86_64-linux-gnu/libnvidia-container.so.1 (placeholder)
   libnvidia-container-tools      /usr/bin/nvidia-container-cli
-  nvidia-container-toolkit-base  /usr/bin/nvidia-ctk, /usr/bin/nvidia-container-runtime (execs runc)
+  nvidia-container-toolkit-base  /usr/bin/nvidia-ctk, /usr/bin/nvidia-container-runtime (execs runc) and its
+                                 .cdi and .legacy names, /etc/nvidia-container-runtime/config.toml (a conffile,
+                                 the defaults the toolkit writes on install); from 1.18 on also the
+                                 nvidia-cdi-refresh.path and .service units in /lib/systemd/system (as 1.20 ships
+                                 them) and /etc/nvidia-container-toolkit/nvidia-cdi-refresh.env
   nvidia-container-toolkit       /usr/bin/nvidia-container-runtime-hook
 
 Needs only dpkg-deb and gpg (the index is written here, no dpkg-scanpackages or
 apt-ftparchive needed). The result is cached under .cache/toolkit_repo/<hash> by
 the content of this builder and its payload; the output directory is printed.
+
+The repository is signed with a throwaway key generated for it; ``<out>/gpgkey.fingerprint``
+holds that key's fingerprint (what a node is told to trust). ``--key NAME`` builds the same
+packages signed with another throwaway key (``--key rotated``: a mirror whose key was rotated).
 """
 
 import argparse
@@ -34,37 +42,54 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 PAYLOAD = os.path.join(HERE, "payload")
-DEFAULT_VERSIONS = ["1.17.8-1", "1.18.0-1"]
+DEFAULT_VERSIONS = ["1.17.8-1", "1.18.1-1", "1.20.0-1"]
+# the first version whose packages ship the nvidia-cdi-refresh units
+CDI_REFRESH_SINCE = (1, 18)
 ARCH = "amd64"
 MAINTAINER = "kubegpu test repository <repo@kubegpu.invalid>"
 
 
 def packages(version):
-    """Return (name, depends, description, {path: (source or bytes, mode)}) for one version."""
+    """Return (name, depends, description, {path: (source or bytes, mode)}, conffiles) for one version."""
     upstream = version.split("-")[0]
     major = int(upstream.split(".")[0])
     bound = "%d.0.0" % (major + 1)
+    base = {
+        "usr/bin/nvidia-ctk": ("nvidia-ctk", 0o755),
+        "usr/bin/nvidia-container-runtime": ("nvidia-container-runtime", 0o755),
+        "usr/bin/nvidia-container-runtime.cdi": ("nvidia-container-runtime", 0o755),
+        "usr/bin/nvidia-container-runtime.legacy": ("nvidia-container-runtime", 0o755),
+        "etc/nvidia-container-runtime/config.toml": ("config.toml", 0o644),
+    }
+    base_conffiles = ["/etc/nvidia-container-runtime/config.toml"]
+    if tuple(int(part) for part in upstream.split(".")[:2]) >= CDI_REFRESH_SINCE:
+        base.update({
+            "lib/systemd/system/nvidia-cdi-refresh.path": ("nvidia-cdi-refresh.path", 0o644),
+            "lib/systemd/system/nvidia-cdi-refresh.service": ("nvidia-cdi-refresh.service", 0o644),
+            "etc/nvidia-container-toolkit/nvidia-cdi-refresh.env": ("nvidia-cdi-refresh.env", 0o644),
+        })
+        base_conffiles.append("/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env")
     return [
         (
             "libnvidia-container1",
             "libc6",
             "NVIDIA container runtime library (stand-in)",
             {"usr/lib/x86_64-linux-gnu/libnvidia-container.so.1": (b"placeholder: stand-in for libnvidia-container.so.1\n", 0o644)},
+            [],
         ),
         (
             "libnvidia-container-tools",
             "libnvidia-container1 (>= %s), libnvidia-container1 (<< %s)" % (version, bound),
             "NVIDIA container runtime library, command-line tools (stand-in)",
             {"usr/bin/nvidia-container-cli": ("nvidia-container-cli", 0o755)},
+            [],
         ),
         (
             "nvidia-container-toolkit-base",
             "",
             "NVIDIA Container Toolkit base: nvidia-ctk and nvidia-container-runtime (stand-in)",
-            {
-                "usr/bin/nvidia-ctk": ("nvidia-ctk", 0o755),
-                "usr/bin/nvidia-container-runtime": ("nvidia-container-runtime", 0o755),
-            },
+            base,
+            base_conffiles,
         ),
         (
             "nvidia-container-toolkit",
@@ -72,13 +97,15 @@ def packages(version):
             % (version, version, bound),
             "NVIDIA Container Toolkit (stand-in)",
             {"usr/bin/nvidia-container-runtime-hook": ("nvidia-container-runtime-hook", 0o755)},
+            [],
         ),
     ]
 
 
-def content_hash(versions):
+def content_hash(versions, key):
     digest = hashlib.sha256()
     digest.update(" ".join(versions).encode())
+    digest.update(("key=%s" % key).encode())
     for path in [os.path.abspath(__file__)] + sorted(
         os.path.join(PAYLOAD, name) for name in os.listdir(PAYLOAD)
     ):
@@ -95,7 +122,7 @@ def run(cmd, **kwargs):
     return result.stdout
 
 
-def build_deb(work, dest_dir, name, version, depends, description, files):
+def build_deb(work, dest_dir, name, version, depends, description, files, conffiles=None):
     root = os.path.join(work, "%s_%s" % (name, version))
     os.makedirs(os.path.join(root, "DEBIAN"))
     size = 0
@@ -125,6 +152,9 @@ def build_deb(work, dest_dir, name, version, depends, description, files):
                 " Test package standing in for NVIDIA's package of the same name; it carries no NVIDIA software."]
     with open(os.path.join(root, "DEBIAN", "control"), "w", encoding="utf-8") as handle:
         handle.write("\n".join(control) + "\n")
+    if conffiles:
+        with open(os.path.join(root, "DEBIAN", "conffiles"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(conffiles) + "\n")
     deb = os.path.join(dest_dir, "%s_%s_%s.deb" % (name, version, ARCH))
     run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, deb])
     return deb
@@ -162,13 +192,18 @@ def release(repo_dir, files, fields=None):
 
 def sign_release(work, release_dir, key_out, uid, detached=False):
     """Sign release_dir/Release (InRelease, and Release.gpg when ``detached``) with a throwaway key
-    generated under ``work`` for this repository only; export its public key to ``key_out``."""
+    generated under ``work`` for this repository only; export its public key to ``key_out`` and its
+    fingerprint to ``key_out``.fingerprint."""
     home = os.path.join(work, "gnupg")
     os.makedirs(home, mode=0o700)
     gpg = ["gpg", "--homedir", home, "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
     release_file = os.path.join(release_dir, "Release")
     run(gpg + ["--quick-gen-key", uid, "ed25519", "sign", "never"])
     run(gpg + ["--armor", "--output", key_out, "--export"])
+    listing = run(gpg + ["--with-colons", "--list-keys"])
+    fingerprint = [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")][0]
+    with open(key_out + ".fingerprint", "w", encoding="utf-8") as handle:
+        handle.write(fingerprint + "\n")
     run(gpg + ["--clearsign", "--digest-algo", "SHA256", "--output", os.path.join(release_dir, "InRelease"),
                release_file])
     if detached:
@@ -177,7 +212,7 @@ def sign_release(work, release_dir, key_out, uid, detached=False):
     run(["gpgconf", "--homedir", home, "--kill", "all"])
 
 
-def build(out, versions):
+def build(out, versions, key):
     work = tempfile.mkdtemp(prefix=".toolkit_repo.", dir=os.path.dirname(out))
     try:
         staging = os.path.join(work, "repo")
@@ -185,8 +220,9 @@ def build(out, versions):
         os.makedirs(repo_dir)
         entries = []
         for version in versions:
-            for name, depends, description, files in packages(version):
-                entries.append(index_entry(build_deb(work, repo_dir, name, version, depends, description, files)))
+            for name, depends, description, files, conffiles in packages(version):
+                entries.append(index_entry(build_deb(work, repo_dir, name, version, depends, description, files,
+                                                     conffiles)))
         text = "\n".join(entries)
         with open(os.path.join(repo_dir, "Packages"), "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -195,7 +231,7 @@ def build(out, versions):
         release(repo_dir, ["Packages", "Packages.gz"])
 
         sign_release(work, repo_dir, os.path.join(staging, "gpgkey"),
-                     "kubegpu test repository <repo@kubegpu.invalid>", detached=True)
+                     "kubegpu test repository (%s key) <repo@kubegpu.invalid>" % key, detached=True)
         os.rename(staging, out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -205,6 +241,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--versions", default=",".join(DEFAULT_VERSIONS),
                         help="comma-separated package versions (default: %(default)s)")
+    parser.add_argument("--key", default="primary",
+                        help="name of the throwaway signing key; another name signs with another key (default: %(default)s)")
     parser.add_argument("--cache", default=os.path.join(ROOT, ".cache", "toolkit_repo"),
                         help="cache directory (default: %(default)s)")
     args = parser.parse_args()
@@ -213,10 +251,10 @@ def main():
         if shutil.which(tool) is None:
             sys.exit("toolkit_repo: %s is required (apt-get install %s)" % (tool, "dpkg" if tool == "dpkg-deb" else "gnupg"))
     os.makedirs(args.cache, exist_ok=True)
-    out = os.path.join(args.cache, content_hash(versions))
-    if not os.path.exists(os.path.join(out, "stable", "deb", ARCH, "InRelease")):
+    out = os.path.join(args.cache, content_hash(versions, args.key))
+    if not os.path.exists(os.path.join(out, "gpgkey.fingerprint")):
         shutil.rmtree(out, ignore_errors=True)
-        build(out, versions)
+        build(out, versions, args.key)
     print(out)
 
 

@@ -1,11 +1,12 @@
 """Serve a directory over HTTP in the background, the way an air-gapped mirror serves packages.
 
-    serve.py start --dir DIR --bind ADDR --state DIR   prints the URL; reuses a server already running
-    serve.py stop --state DIR                          stops it (no error when none runs)
+    serve.py start --dir DIR --bind ADDR --state DIR [--port N]   prints the URL; reuses a server already running
+    serve.py stop --state DIR                                     stops it (no error when none runs)
 
 The server binds a free port on ADDR (e.g. the Docker bridge gateway, so containers
-reach it), detaches from the caller, and records its pid, port and directory in
-the state directory.
+reach it), or port N when given (a mirror that starts serving other content at the same
+URL: start it again with another --dir and the port it had), detaches from the caller,
+and records its pid, port and directory in the state directory.
 """
 
 import argparse
@@ -16,6 +17,11 @@ import signal
 import socketserver
 import sys
 import time
+
+
+class Server(socketserver.ThreadingTCPServer):
+    # a restart on the same port must not wait for the old connections' TIME_WAIT
+    allow_reuse_address = True
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -47,8 +53,7 @@ def start(args):
         print(url)
         return
     stop(args)
-    server = socketserver.ThreadingTCPServer(
-        (args.bind, 0), functools.partial(QuietHandler, directory=os.path.abspath(args.dir)))
+    server = Server((args.bind, args.port), functools.partial(QuietHandler, directory=os.path.abspath(args.dir)))
     url = "http://%s:%d" % (args.bind, server.server_address[1])
     read_end, write_end = os.pipe()
     child = os.fork()
@@ -101,6 +106,7 @@ def main():
     p_start.add_argument("--dir", required=True)
     p_start.add_argument("--bind", required=True)
     p_start.add_argument("--state", required=True)
+    p_start.add_argument("--port", type=int, default=0, help="port to bind (default: a free one)")
     p_stop = sub.add_parser("stop")
     p_stop.add_argument("--state", required=True)
     args = parser.parse_args()

@@ -78,7 +78,7 @@ def test_containerd_runs_the_nvidia_runtime(host):
         pytest.skip("CPU-only node")
     assert host.service("containerd").is_running
     for package in PACKAGES:
-        assert host.package(package).version == "1.17.8-1", package
+        assert host.package(package).version == "1.20.0-1", package
     dump = host.check_output("containerd config dump")
     assert re.search(r'\.runtimes\.nvidia\.options\][^\[]*BinaryName = "/usr/bin/nvidia-container-runtime"', dump), dump
 

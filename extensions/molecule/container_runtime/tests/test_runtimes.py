@@ -39,14 +39,22 @@ def modified_at(host, path):
 
 
 def test_pinned_packages_from_the_mirror(host):
-    # The mirror has 1.17.8-1 and 1.18.0-1; the role's pin picks the older one.
+    # The mirror has 1.17.8-1, 1.18.1-1 and 1.20.0-1; the role pins 1.20.0-1 (the toolkit scenario
+    # moves a node between pinned versions: extensions/molecule/toolkit/tests/test_key_rotation.py).
     for package in PACKAGES:
-        assert host.package(package).version == "1.17.8-1", package
+        assert host.package(package).version == "1.20.0-1", package
     source = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").content_string
     assert re.search(r"^deb \[signed-by=/etc/apt/keyrings/nvidia-container-toolkit.asc\] http://[0-9.]+:\d+/stable/deb/\$\(ARCH\) /$",
                      source, re.M), source
-    assert host.file("/etc/apt/keyrings/nvidia-container-toolkit.asc").content_string.startswith(
-        "-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    key = host.file("/etc/apt/keyrings/nvidia-container-toolkit.asc")
+    assert key.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    assert (key.user, key.group, key.mode) == ("root", "root", 0o644)
+    # the key the mirror signs with, which prepare trusted by its fingerprint
+    with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "toolkit_repo", "vars.yml"), encoding="utf-8") as handle:
+        trusted = handle.read()
+    listing = host.check_output("gpg --show-keys --with-colons /etc/apt/keyrings/nvidia-container-toolkit.asc")
+    fingerprint = [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")][0]
+    assert fingerprint in trusted
     assert host.file(RUNTIME).mode == 0o755
 
 
@@ -97,10 +105,16 @@ def test_docker_backup(host):
     assert [c for c in contents if "runtimes" not in c and c["storage-driver"] == "vfs"], contents
 
 
-def test_cdi_spec(host):
-    spec = host.file("/etc/cdi/nvidia.yaml")
-    assert spec.exists and spec.mode == 0o644
-    assert "cdiVersion:" in spec.content_string and "kind: nvidia.com/gpu" in spec.content_string
+def test_cdi_spec_is_kept_current_by_the_toolkits_refresh_units(host):
+    # toolkit 1.18 and newer: nvidia-cdi-refresh.path enabled and watching, the service wrote the spec once
+    path_unit = host.service("nvidia-cdi-refresh.path")
+    assert path_unit.is_enabled and path_unit.is_running
+    spec = host.file("/var/run/cdi/nvidia.yaml")
+    assert spec.exists and "cdiVersion:" in spec.content_string and "kind: nvidia.com/gpu" in spec.content_string
+    # the spec names the node's driver (the simulated T4 profile's 535.104.05)
+    assert "libcuda.so.535.104.05" in spec.content_string
+    # and the role did not write a second spec for the same devices
+    assert not host.file("/etc/cdi/nvidia.yaml").exists
 
 
 def test_nvidia_ctk_never_configured_a_runtime(host):
