@@ -26,8 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCK = re.compile(r"(<!-- BEGIN variables: (?P<ref>[\w.:-]+) -->\n)(?P<body>.*?)(<!-- END variables -->)", re.S)
 
 _MARKUP = [
-    (re.compile(r"[CVO]\(([^()]*(?:\([^()]*\)[^()]*)*)\)"), lambda m: "`%s`" % m.group(1).replace("`", "'")),
     (re.compile(r"RV\(([^()]*)\)"), lambda m: "`%s`" % m.group(1)),
+    (re.compile(r"(?<![A-Z])[CVO]\(([^()]*(?:\([^()]*\)[^()]*)*)\)"), lambda m: "`%s`" % m.group(1).replace("`", "'")),
     (re.compile(r"M\(([^()]*)\)"), lambda m: "`%s`" % m.group(1)),
     (re.compile(r"I\(([^()]*)\)"), lambda m: "*%s*" % m.group(1)),
     (re.compile(r"B\(([^()]*)\)"), lambda m: "**%s**" % m.group(1)),

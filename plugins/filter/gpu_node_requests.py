@@ -20,6 +20,7 @@ def deprecated(message):
     """A deprecation warning of the collection (Ansible shows each one once)."""
     display.deprecated(message, version="2.0.0", collection_name="kubegpu.nvidia")
 
+
 # The per-device facts the labels are derived from (UUIDs, PCI addresses and the like would only
 # make the module's arguments, and Ansible's handling of them, larger for a whole cluster).
 DEVICE_KEYS = ("name", "product", "memory_mib", "compute_capability", "pci_class", "mig")

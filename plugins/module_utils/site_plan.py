@@ -24,8 +24,8 @@ def inventory_problem(groups, gpu_group=GPU_GROUP, control_group=CONTROL_GROUP):
     if gpu_group not in groups:
         names = sorted(name for name in groups if name not in ("all", "ungrouped"))
         return ("the inventory has no group %s (its groups: %s): put the GPU worker nodes in a group named %s and "
-                "the host that reaches the Kubernetes API in %s" % (gpu_group, ", ".join(names) or "none", gpu_group,
-                                                                     control_group))
+                "the host that reaches the Kubernetes API in %s"
+                % (gpu_group, ", ".join(names) or "none", gpu_group, control_group))
     if not groups[gpu_group]:
         return "group %s has no hosts: put the GPU worker nodes in it" % gpu_group
     if control_group in groups and not groups[control_group]:

@@ -14,6 +14,7 @@ SPEC.loader.exec_module(docs_tables)
     ("C(open) or V(proprietary)", "`open` or `proprietary`"),
     ("see O(nvidia_driver_branch)", "see `nvidia_driver_branch`"),
     ("M(kubegpu.nvidia.nvidia_gpu_facts) sets it", "`kubegpu.nvidia.nvidia_gpu_facts` sets it"),
+    ("its RV(nodes) and O(x)", "its `nodes` and `x`"),
     ("C({{ template \"base\" . }})", "`{{ template \"base\" . }}`"),
     ("C(f(x)) nested", "`f(x)` nested"),
     ("I(only) B(this) U(https://x.io) L(docs, https://d.io)", "*only* **this** <https://x.io> [docs](https://d.io)"),
