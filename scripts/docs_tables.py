@@ -82,8 +82,11 @@ def table(spec):
 def load_spec(ref):
     role, _sep, entry = ref.partition(":")
     path = os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")
-    with open(path) as handle:
-        specs = yaml.safe_load(handle)["argument_specs"]
+    try:
+        with open(path) as handle:
+            specs = yaml.safe_load(handle)["argument_specs"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise SystemExit("cannot read the argument specs of role %s from %s: %s" % (role, path, exc))
     entry = entry or "main"
     if entry not in specs:
         raise SystemExit("%s has no entry point %s (it has: %s)" % (path, entry, ", ".join(specs)))

@@ -17,13 +17,13 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import
 )
 
 
-def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None):
+def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False):
     """One row per host of ``hosts`` (module_utils/site_summary.py says what each column holds)."""
     if isinstance(hosts, str):
         hosts = [hosts]
     try:
         return summary_rows(hosts, hostvars, matches=matches, labelled=labelled, capacity=capacity,
-                            validation=validation)
+                            validation=validation, check_mode=check_mode)
     except (AttributeError, TypeError, KeyError) as exc:
         raise AnsibleFilterError("site_summary: the results it was given are not of the expected shape: %s" % exc)
 

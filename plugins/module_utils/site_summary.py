@@ -49,13 +49,14 @@ def _runtime(host_vars):
     return "%s: nvidia" % ", ".join(runtimes)
 
 
-def _labels(node, labelled):
+def _labels(node, labelled, check_mode=False):
     if labelled is None:
         return "not run"
     if not node:
         return "no node"
     if node.get("changed"):
-        text = "set +%d -%d" % (len(node.get("added") or {}), len(node.get("removed") or []))
+        text = "%sset +%d -%d" % ("would " if check_mode else "", len(node.get("added") or {}),
+                                  len(node.get("removed") or []))
     else:
         text = "up to date"
     if any(taint.get("key") == GPU_TAINT_KEY for taint in node.get("taints") or []):
@@ -90,12 +91,13 @@ def _first(items, key, value):
     return {}
 
 
-def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None):
+def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False):
     """One row (a dict with ``host`` and every column of ``COLUMNS``) per host of ``hosts``.
 
     ``matches``: ``{host: Kubernetes node name}`` of the GPU hosts; ``labelled``: the labels play's node
     results (``None`` when it did not run); ``capacity``: the device plugin's check per host
-    (``{host, allocatable, expected, ok}``); ``validation``: the validation results per node.
+    (``{host, allocatable, expected, ok}``); ``validation``: the validation results per node; ``check_mode``:
+    the run changed nothing (LABELS says what it would set).
     """
     matches = matches or {}
     rows = []
@@ -118,7 +120,7 @@ def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, va
             "gpus": _gpus(gpu),
             "driver": _driver(gpu, host_vars),
             "runtime": _runtime(host_vars),
-            "labels": _labels(node, labelled),
+            "labels": _labels(node, labelled, check_mode),
             "allocatable": _allocatable(_first(capacity, "host", host)),
             "validation": _validation(_first(validation, "node", name) if name else {}),
         })

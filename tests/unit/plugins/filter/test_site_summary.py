@@ -29,6 +29,13 @@ def test_a_gpu_host_row_reads_every_play():
                      "allocatable": "8", "validation": "passed"}]
 
 
+def test_in_check_mode_labels_say_what_would_be_set():
+    labelled = [{"name": "gpu01", "changed": True, "added": {"a": "1"}, "removed": [], "taints": []}]
+    (row,) = site_summary(["gpu01"], hostvars(gpu01=(H100, {})), matches={"gpu01": "gpu01"}, labelled=labelled,
+                          check_mode=True)
+    assert row["labels"] == "would set +1 -0"
+
+
 def test_a_host_whose_node_has_another_name_shows_both():
     rows = site_summary(["gpu01"], hostvars(gpu01=(H100, {})), matches={"gpu01": "ip-10-0-3-12"})
     assert rows[0]["node"] == "gpu01 (ip-10-0-3-12)"
