@@ -55,6 +55,10 @@ def render(platform, expression, overrides=None, facts=None):
     distro_vars = DataLoader().load_from_file(vars_file(facts), trusted_as_template=True)
     variables = dict(distro_vars, ansible_facts=facts, inventory_hostname="gpu1", ansible_managed="Ansible managed")
     variables.update(overrides or {})
+    # a machine with kernel images of its own in /boot (a container has none: see the container test)
+    info = dict(variables.get("_nvidia_driver_info") or {})
+    info["kernel"] = dict({"installed": [facts["kernel"]]}, **(info.get("kernel") or {}))
+    variables["_nvidia_driver_info"] = info
     return role_render.render("nvidia_driver", expression, variables)
 
 
@@ -177,6 +181,15 @@ def test_debian_pinned_open_modules_without_headers():
         "nvidia_driver_version": "535.183.01",
         "nvidia_driver_kernel_headers": False, "nvidia_driver_persistenced": False}))
     assert packages == ["nvidia-driver=535.183.01*", "nvidia-open-kernel-dkms=535.183.01*", "firmware-misc-nonfree"]
+
+
+def test_a_node_without_a_kernel_image_of_its_own_gets_no_headers_for_its_host_s_kernel():
+    # a container: its running kernel is its host's, which it can neither get headers for nor build against
+    over = {"_nvidia_driver_info": {"kernel": {"installed": [], "next": "6.18.44-host"}}}
+    assert render("debian12", "{{ _nvidia_driver_kernels }}", over) == []
+    assert render("debian12", "{{ _nvidia_driver_header_packages }}", over) == ["linux-headers-amd64"]
+    assert render("ubuntu2404", "{{ _nvidia_driver_header_packages }}", over) == []
+    assert render("debian12", "{{ _nvidia_driver_check_kernels }}", over) is False
 
 
 def test_debian_headers_for_the_kernel_that_boots_next():
