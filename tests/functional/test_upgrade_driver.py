@@ -281,3 +281,26 @@ def test_a_node_without_gpus_is_skipped_untouched(cluster, kube):  # pylint: dis
         events, "gpu-a", "Report a node that advertises no GPU")["msg"]
     assert EVICT not in ran(events, "gpu-a")
     assert not cluster["core"].read_node("node-cpu").spec.unschedulable
+
+
+def test_a_node_an_earlier_run_left_paused_is_resumed_not_skipped(cluster):  # pylint: disable=redefined-outer-name
+    core = cluster["core"]
+    # what a run that stopped after its eviction leaves: node-a cordoned and its GPU daemons paused by the
+    # upgrade's taint, so its device plugin pod is gone and it advertises no GPU
+    core.patch_node("node-a", {"spec": {"unschedulable": True,
+                                        "taints": [GPU_TAINT, {"key": PAUSE_TAINT, "value": "paused",
+                                                               "effect": "NoSchedule"}]}})
+    deadline = time.monotonic() + 30
+    while allocatable(core, "node-a") not in ("0", None) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert allocatable(core, "node-a") in ("0", None)
+
+    rc, events = run_upgrade(cluster["dir"], cluster["kubeconfig"], {"upgrade_driver_hosts": "gpu-a"})
+    assert rc == 0, [(h, n, r.get("msg")) for h, n, r in events if r.get("failed")]
+    assert "its upgrade is resumed" in result(events, "gpu-a", "Report a node an earlier run left paused")["msg"]
+    assert "Report a node that advertises no GPU" not in ran(events, "gpu-a")
+    assert "Uncordon the node" in ran(events, "gpu-a")
+    read = core.read_node("node-a")
+    assert not read.spec.unschedulable
+    assert PAUSE_TAINT not in [t.key for t in read.spec.taints]
+    assert allocatable(core, "node-a") == "4"
