@@ -18,8 +18,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import is_managed_label
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, KubegpuError
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import K8sError
+# the API's errors are caught as errors.ApiError (k8s_client.K8sError is one): importing k8s_client here would
+# load the kubernetes library for every user of the label and match rules (filters, every play task using them)
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import ApiError, InputError, KubegpuError
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -536,7 +537,7 @@ def apply_nodes(api, requests, state="present", remove_stale=False, check_mode=F
     name, every node to find it by hostname or address.
 
     ``api``: an object with ``list_nodes()``, ``get_node(name)`` and
-    ``patch_node(name, body)`` (``k8s_client.NodeAPI``) that raise ``K8sError``; with
+    ``patch_node(name, body)`` (``k8s_client.NodeAPI``) that raise ``errors.ApiError``; with
     ``concurrency`` above 1 it is called from several threads at once. ``requests``: dicts with
     ``name``, ``aliases``, ``labels`` (normalised; or a function of the resolved node name returning them)
     and ``taints`` (normalised). A 409 Conflict on a
@@ -663,14 +664,14 @@ def _write(api, plan, node, req, state, remove_stale, conflict_retries):
         try:
             api.patch_node(name, plan["patch"])
             return plan, None
-        except K8sError as exc:
+        except ApiError as exc:
             status = exc.status
             msg = exc.msg
             if status == 409 and conflicts < conflict_retries:
                 conflicts += 1
                 try:
                     node = api.get_node(name)
-                except K8sError as exc2:
+                except ApiError as exc2:
                     return None, exc2.msg
                 plan = plan_node(node, req["labels"], req["taints"], state, remove_stale)
                 if not plan["changed"]:

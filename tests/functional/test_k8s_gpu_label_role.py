@@ -134,7 +134,7 @@ def test_role_fails_naming_hosts_without_facts(kube, lab):
     (lab["dir"] / "inventory.json").write_text(json.dumps(inventory))
     rc, tasks = play(kube, lab)
     assert rc != 0
-    (hosts,) = [h for name, h in tasks.items() if name.endswith("Check that every host has GPU facts")]
+    (hosts,) = [h for name, h in tasks.items() if name.endswith("Check the role's input")]
     (result,) = hosts.values()
     assert result["failed"] is True
     assert "no nvidia_gpu facts for nofacts-gpu:" in result["msg"]

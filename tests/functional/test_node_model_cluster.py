@@ -223,7 +223,7 @@ def test_the_retired_sharing_variables_are_named_with_what_to_set_instead(cluste
     assert res.rc != 0
     failed = [(name, h) for name, hosts in res.task_hosts().items() for h in hosts.values() if h.get("failed")]
     name, result = failed[0]
-    assert name.endswith("Check that the retired sharing and MIG variables are not set")
+    assert name.endswith("Check the role's input")
     assert " ".join(result["msg"].split()) == (
         "k8s_gpu_node_replicas, k8s_gpu_node_sharing_strategy no longer used: set k8s_device_plugin_replicas, "
         "k8s_device_plugin_sharing_strategy (or that setting of a k8s_device_plugin_configs entry) instead; the device "
