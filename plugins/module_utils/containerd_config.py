@@ -328,10 +328,10 @@ def check_shape(data, path, version):
 
 # ---------------------------------------------------------------- which options a new runtime starts from
 
-def _nonzero(value):
+def nonzero(value):
     """``value`` without Go's zero values (what ``containerd config dump`` prints for unset keys)."""
     if isinstance(value, dict):
-        kept = dict((k, _nonzero(v)) for k, v in value.items())
+        kept = dict((k, nonzero(v)) for k, v in value.items())
         return dict((k, v) for k, v in kept.items() if v not in (None, "", 0, False, [], {}) or isinstance(v, float))
     return value
 
@@ -348,11 +348,17 @@ def choose_source(containerd, managed):
     runtimes = containerd.get("runtimes") if isinstance(containerd, Mapping) else None
     if not isinstance(runtimes, Mapping):
         return None
-    default = containerd.get("default_runtime_name") or "runc"
+    return low_level_runtime(containerd.get("default_runtime_name") or "runc", runtimes, managed, RUNC_COMPATIBLE)
+
+
+def low_level_runtime(default, runtimes, managed, types):
+    """The default runtime when its ``runtime_type`` is one of ``types`` and it is not an NVIDIA runtime,
+    else ``runc``, else ``crun``: the first of these that is configured and not in ``managed``, or None.
+    (nvidia-ctk's GetLowLevelRuntimes, pkg/config/engine/engine.go; shared with CRI-O's configuration.)"""
     candidates = []
-    if isinstance(default, str) and not default.startswith("nvidia"):
+    if isinstance(default, str) and default and not default.startswith("nvidia"):
         table = runtimes.get(default)
-        if isinstance(table, Mapping) and (table.get("runtime_type") or "") in RUNC_COMPATIBLE:
+        if isinstance(table, Mapping) and (table.get("runtime_type") or "") in types:
             candidates.append(default)
     candidates.extend(["runc", "crun"])
     for candidate in candidates:
@@ -376,7 +382,7 @@ def resolve_source(version, data, managed, effective=None, reference=None):
         name = choose_source(eff_containerd, managed)
         if name is not None:
             table = copy.deepcopy(get(data, cri_keys + ("runtimes", name)) or {})
-            overlay = _nonzero(eff_containerd["runtimes"][name])
+            overlay = nonzero(eff_containerd["runtimes"][name])
             table.update(dict((k, v) for k, v in overlay.items() if k != "options"))
             if "options" in overlay or "options" in table:
                 options = dict(table.get("options") or {})

@@ -18,8 +18,6 @@ __metaclass__ = type
 import copy
 import os
 
-from collections.abc import Mapping
-
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import containerd_config as cc
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.config_file import ConfigFileError, read_text
 
@@ -89,7 +87,7 @@ def effective_runtime_config(effective):
     """(default_runtime, runtimes) of ``crio status config`` output (its zero values dropped)."""
     check_shape(effective, "crio status config")
     runtime = cc.get(effective, RUNTIME_KEYS) or {}
-    runtimes = dict((name, cc._nonzero(table))  # pylint: disable=protected-access
+    runtimes = dict((name, cc.nonzero(table))
                     for name, table in (runtime.get("runtimes") or {}).items())
     return runtime.get("default_runtime"), runtimes
 
@@ -98,16 +96,7 @@ def choose_source(default, runtimes, managed):
     """The runtime new runtimes copy: the default runtime when it is an OCI runtime and not an NVIDIA
     one, else runc, else crun; managed runtimes never count (nvidia-ctk's GetLowLevelRuntimes,
     pkg/config/engine/engine.go, with CRI-O's runtime types)."""
-    candidates = []
-    if default and not default.startswith("nvidia"):
-        table = runtimes.get(default)
-        if isinstance(table, Mapping) and (table.get("runtime_type") or "") in OCI_TYPES:
-            candidates.append(default)
-    candidates.extend(["runc", "crun"])
-    for candidate in candidates:
-        if candidate not in managed and isinstance(runtimes.get(candidate), Mapping):
-            return candidate
-    return None
+    return cc.low_level_runtime(default, runtimes, managed, OCI_TYPES)
 
 
 def desired(runtimes, default, sources, current=None, removed=()):
