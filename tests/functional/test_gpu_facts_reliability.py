@@ -22,9 +22,12 @@ from fakenvml.profile import PROFILES
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SMI_LINE = ("0, NVIDIA A100-SXM4-40GB, GPU-5d1c3b6e-7a9f-4e21-9c3d-000000000000, 40960, 00000000:07:00.0, "
             "0x20B010DE, 535.183.01, 8.0, Enabled, Enabled")
+# a hanging nvidia-smi's children sleep this long: a figure no other process on the machine is likely to sleep,
+# so that a leftover one is this test's own
+HANG = "sleep 317.25"
 # nvidia-smi stand-ins: name -> shell script body
 SMI = {
-    "hangs": "sleep 300 &\nsleep 300\n",
+    "hangs": "%s &\n%s\n" % (HANG, HANG),
     "not-utf8": "printf '%s\\n'\n" % SMI_LINE.replace("NVIDIA A100", "NVIDIA A100\\351"),
     "garbage": "echo 'this is not CSV'\n",
     "fails": "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.' >&2\nexit 9\n",
@@ -185,7 +188,7 @@ def test_text_that_is_not_utf8_reaches_the_facts_replaced(results):
 def test_a_hanging_command_leaves_no_process_behind(results):
     assert results["tasks"]["smi-hangs"]
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    assert not [line for line in procs.splitlines() if "smi-hangs" in line or line.strip() == "sleep 300"]
+    assert not [line for line in procs.splitlines() if "smi-hangs" in line or line.strip() == HANG]
 
 
 def test_no_traceback_anywhere(results):
