@@ -15,9 +15,8 @@ Every reader takes its root directories as arguments, so tests point them at fak
   ``/lib/modules/<kernel>`` (DKMS builds, Ubuntu's ``linux-modules-nvidia-*`` packages, RHEL's kmods).
 * The loaded module: ``/proc/driver/nvidia/version``, whose first line names "Open Kernel Module" for
   NVIDIA's open modules.
-* Secure Boot: the EFI variables ``SecureBoot-8be4df61-...`` and ``SetupMode-8be4df61-...`` (4 bytes
-  of attributes, then one byte), and shim's Machine Owner Key list ``MokListRT-605dab50-...`` (also
-  split as ``MokListRT1``, ``MokListRT2``, ... when long), a sequence of EFI_SIGNATURE_LISTs of which
+* Machine Owner Keys (Secure Boot itself: module_utils/secure_boot.py): shim's list
+  ``MokListRT-605dab50-...`` (also split as ``MokListRT1``, ``MokListRT2``, ... when long), a sequence of EFI_SIGNATURE_LISTs of which
   the X.509 entries (type a5c059a1-94e4-4aa7-87b5-ab155c2bf072) hold the enrolled certificates in DER.
   ``MokNew`` exists while an import waits for confirmation in MOK Manager at the next boot.
 """
@@ -34,7 +33,6 @@ import struct
 import uuid
 
 EFIVARS = "/sys/firmware/efi/efivars"
-GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 SHIM_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"
 EFI_CERT_X509_GUID = uuid.UUID("a5c059a1-94e4-4aa7-87b5-ab155c2bf072")
 
@@ -152,19 +150,6 @@ def read_efivar(efivars_dir, name, guid):
     except (IOError, OSError):
         return None
     return data[4:] if len(data) >= 4 else None
-
-
-def secure_boot_state(efivars_dir=EFIVARS):
-    """``{"enabled", "setup_mode", "source"}`` from the EFI variables; all None without them (BIOS, container)."""
-    if not os.path.isdir(efivars_dir):
-        return {"enabled": None, "setup_mode": None, "source": None}
-    secure_boot = read_efivar(efivars_dir, "SecureBoot", GLOBAL_GUID)
-    setup_mode = read_efivar(efivars_dir, "SetupMode", GLOBAL_GUID)
-    if not secure_boot and not setup_mode:
-        return {"enabled": None, "setup_mode": None, "source": None}
-    return {"enabled": bool(secure_boot[0]) if secure_boot else None,
-            "setup_mode": bool(setup_mode[0]) if setup_mode else None,
-            "source": "efivars"}
 
 
 def signature_list_certificates(data):

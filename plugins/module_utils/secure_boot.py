@@ -12,9 +12,14 @@ in order:
    ``<efi>/efivars/<name>-<guid>``: 4 bytes of attributes, then the 1-byte value; or in the older
    sysfs interface ``<efi>/vars/<name>-<guid>/data`` (the value alone). An EFI variable folder that
    can be read but holds no ``SecureBoot`` variable: firmware without Secure Boot (``enabled: false``);
+   an empty one is efivarfs not mounted there, and the next source is asked;
 2. ``mokutil --sb-state``, when the variables cannot be read directly and mokutil is installed;
 3. nothing: ``None`` values. A machine booted without UEFI (legacy BIOS) has no ``<efi>`` folder, and a
    container usually does not see it: neither can tell.
+
+The facts (``secure_boot_state``) ask every source; the driver role's node read (module
+``nvidia_driver_info``, ``efivars_state``) reads the efivarfs folder it is given, where it also reads
+shim's MOK list (module_utils/driver_state.py).
 
 Kernel module loading is refused for unsigned modules when Secure Boot is enabled and the platform is
 not in setup mode (in setup mode no platform key is enrolled and nothing is enforced).
@@ -82,9 +87,14 @@ def _read_sysfs_vars(folder, name):
 
 
 def _from_variables(folder, reader):
-    """The state from one EFI variable folder; None when the folder cannot be listed."""
+    """The state from one EFI variable folder; None when the folder cannot be listed or is empty.
+
+    UEFI firmware always has variables (boot order, language): an empty folder is efivarfs not mounted
+    at its mount point, which says nothing about Secure Boot.
+    """
     try:
-        os.listdir(folder)
+        if not os.listdir(folder):
+            return None
     except (IOError, OSError):
         return None
     secure_boot = reader(folder, "SecureBoot")
@@ -136,6 +146,16 @@ def _from_mokutil(run_command, which, warnings):
         warnings.append("Secure Boot state unknown: mokutil --sb-state failed (rc=%d): %s"
                         % (rc, first[0] if first else "no output"))
     return state
+
+
+def efivars_state(folder):
+    """Return ``(state, warnings)`` from one efivarfs folder alone (``<efi>/efivars``): unknown when it is
+    missing or empty, or when a variable cannot be read (with a warning)."""
+    try:
+        state = _from_variables(folder, _read_efivarfs)
+    except _Unreadable as error:
+        return unknown(), ["Secure Boot: cannot read the EFI variable %s" % error]
+    return (state or unknown()), []
 
 
 def secure_boot_state(efi_root=EFI_ROOT, run_command=None, which=None):

@@ -125,7 +125,9 @@ loaded:
   returned: always
   sample: {version: 535.183.01, flavour: proprietary}
 secure_boot:
-  description: Secure Boot from the EFI variables; V(null) values without them (BIOS boot, container).
+  description:
+    - Secure Boot from the EFI variables in O(efivars_dir); V(null) values without them (BIOS boot, container,
+      efivarfs not mounted), and with a warning when one cannot be read.
   type: dict
   returned: always
   sample: {enabled: true, setup_mode: false, source: efivars}
@@ -149,6 +151,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_packages as pkgs
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_state
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import KubegpuError, run_module
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.secure_boot import efivars_state
 
 MAX_FILE = 65536
 
@@ -233,6 +236,9 @@ def gather(module):
         available = read_available(module, family, params["available"])
     kernel, modules = read_kernels(module)
     efivars = params["efivars_dir"]
+    secure_boot, warnings = efivars_state(efivars)
+    for warning in warnings:
+        module.warn(warning)
     return dict(
         changed=False,
         package_manager=family,
@@ -243,7 +249,7 @@ def gather(module):
         kernel=kernel,
         modules=modules,
         loaded=driver_state.loaded_module(),
-        secure_boot=driver_state.secure_boot_state(efivars),
+        secure_boot=secure_boot,
         mok=driver_state.mok_state(params["mok_certificate"], efivars),
         files=read_files(params["read_files"]),
     )

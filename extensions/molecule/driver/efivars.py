@@ -5,8 +5,8 @@
 OUT_DIR gets SecureBoot-8be4df61-... and SetupMode-8be4df61-... (4 attribute bytes, then one byte),
 and, with --enrolled, shim's MokListRT-605dab50-... holding each certificate (PEM or DER) as an
 EFI_SIGNATURE_LIST of type X.509, as shim exposes the enrolled Machine Owner Keys; --pending adds
-MokNew (an import waiting for MOK Manager). The bytes come from the collection's own reader
-(plugins/module_utils/driver_state.py), the same code the driver role reads them with.
+MokNew (an import waiting for MOK Manager). The MOK list's bytes come from the collection's own
+reader (plugins/module_utils/driver_state.py), the same code the driver role reads them with.
 """
 import argparse
 import importlib.util
@@ -19,6 +19,8 @@ _SPEC = importlib.util.spec_from_file_location(
     "driver_state", os.path.join(ROOT, "plugins", "module_utils", "driver_state.py"))
 driver_state = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(driver_state)
+# the EFI global variable GUID of SecureBoot and SetupMode (module_utils/secure_boot.py reads them)
+EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
 
 def write(out, secure_boot, setup_mode, enrolled, pending):
@@ -29,8 +31,8 @@ def write(out, secure_boot, setup_mode, enrolled, pending):
         with open(os.path.join(out, "%s-%s" % (name, guid)), "wb") as handle:
             handle.write(data)
 
-    var("SecureBoot", driver_state.GLOBAL_GUID, b"\x06\x00\x00\x00" + (b"\x01" if secure_boot else b"\x00"))
-    var("SetupMode", driver_state.GLOBAL_GUID, b"\x06\x00\x00\x00" + (b"\x01" if setup_mode else b"\x00"))
+    var("SecureBoot", EFI_GLOBAL_GUID, b"\x06\x00\x00\x00" + (b"\x01" if secure_boot else b"\x00"))
+    var("SetupMode", EFI_GLOBAL_GUID, b"\x06\x00\x00\x00" + (b"\x01" if setup_mode else b"\x00"))
     certificates = []
     for path in enrolled:
         with open(path, "rb") as handle:

@@ -99,24 +99,6 @@ def efivar(directory, name, guid, value):
     touch(directory / ("%s-%s" % (name, guid)), value)
 
 
-@pytest.mark.parametrize("secure_boot,setup_mode,expected", [
-    (b"\x01", b"\x00", {"enabled": True, "setup_mode": False, "source": "efivars"}),
-    (b"\x00", b"\x01", {"enabled": False, "setup_mode": True, "source": "efivars"}),
-    (b"\x00", None, {"enabled": False, "setup_mode": None, "source": "efivars"}),
-])
-def test_secure_boot_states(tmp_path, secure_boot, setup_mode, expected):
-    efivar(tmp_path, "SecureBoot", ds.GLOBAL_GUID, b"\x06\x00\x00\x00" + secure_boot)
-    if setup_mode is not None:
-        efivar(tmp_path, "SetupMode", ds.GLOBAL_GUID, b"\x06\x00\x00\x00" + setup_mode)
-    assert ds.secure_boot_state(str(tmp_path)) == expected
-
-
-def test_no_efi(tmp_path):
-    # a BIOS boot or a container: no efivars, or an empty directory
-    assert ds.secure_boot_state(str(tmp_path / "none")) == {"enabled": None, "setup_mode": None, "source": None}
-    assert ds.secure_boot_state(str(tmp_path)) == {"enabled": None, "setup_mode": None, "source": None}
-
-
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory):
     """Two self-signed certificates (PEM and DER) made with openssl."""

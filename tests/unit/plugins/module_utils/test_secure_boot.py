@@ -78,6 +78,38 @@ def test_legacy_sysfs_vars(tmp_path):
     assert warnings == []
 
 
+def test_empty_efivars_is_efivarfs_not_mounted_and_the_next_source_tells(tmp_path):
+    # the mount point exists without efivarfs mounted on it: no variable at all, not "no Secure Boot"
+    (tmp_path / "efi" / "efivars").mkdir(parents=True)
+    state, warnings = sb.secure_boot_state(str(tmp_path / "efi"), Mokutil(out=b"SecureBoot enabled\n"), which_mokutil)
+    assert state == {"enabled": True, "setup_mode": False, "source": "mokutil"}
+    assert warnings == []
+
+
+# efivars_state: the one efivarfs folder the driver role's node read is given (module nvidia_driver_info)
+@pytest.mark.parametrize("values, expected", [
+    (dict(SecureBoot=1, SetupMode=0), {"enabled": True, "setup_mode": False, "source": "efivars"}),
+    (dict(SecureBoot=0, SetupMode=1), {"enabled": False, "setup_mode": True, "source": "efivars"}),
+    (dict(SecureBoot=0), {"enabled": False, "setup_mode": None, "source": "efivars"}),
+    (dict(), {"enabled": False, "setup_mode": None, "source": "efivars"}),
+])
+def test_efivars_state(tmp_path, values, expected):
+    assert sb.efivars_state(os.path.join(efivars(tmp_path, **values), "efivars")) == (expected, [])
+
+
+def test_efivars_state_without_variables_is_unknown(tmp_path):
+    # a BIOS boot or a container (no folder), or efivarfs not mounted (an empty folder)
+    assert sb.efivars_state(str(tmp_path / "none")) == (UNKNOWN, [])
+    assert sb.efivars_state(str(tmp_path)) == (UNKNOWN, [])
+
+
+def test_efivars_state_with_a_truncated_variable_is_unknown_with_a_warning(tmp_path):
+    folder = os.path.join(efivars(tmp_path, SecureBoot=b"\x06\x00"), "efivars")
+    state, warnings = sb.efivars_state(folder)
+    assert state == UNKNOWN
+    assert len(warnings) == 1 and "SecureBoot-%s: 2 bytes" % GUID in warnings[0]
+
+
 def test_no_efi_is_unknown_and_asks_no_command(tmp_path):
     mokutil = Mokutil(out=b"EFI variables are not supported on this system\n")
     state, warnings = sb.secure_boot_state(str(tmp_path / "absent"), mokutil, which_mokutil)

@@ -9,6 +9,7 @@ from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_state
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.secure_boot import EFI_GLOBAL_GUID
 from ansible_collections.kubegpu.nvidia.plugins.modules import nvidia_driver_info
 
 DPKG = ("nvidia-driver\t570.195.03-1\tii \nlibcuda1\t570.195.03-1\thi \ncurl\t7.88.1-10\tii \n"
@@ -55,7 +56,7 @@ def run(capsys, args):
 def test_reads_packages_holds_offers_and_mok(capsys, apt_node, tmp_path):
     efivars = tmp_path / "efivars"
     efivars.mkdir()
-    (efivars / ("SecureBoot-" + driver_state.GLOBAL_GUID)).write_bytes(b"\x06\x00\x00\x00\x01")
+    (efivars / ("SecureBoot-" + EFI_GLOBAL_GUID)).write_bytes(b"\x06\x00\x00\x00\x01")
     (efivars / ("MokListRT-" + driver_state.SHIM_GUID)).write_bytes(driver_state.mok_list_variable([b"\x30\x01\x00"]))
     cert = tmp_path / "mok.pub"
     cert.write_bytes(b"\x30\x01\x00")
