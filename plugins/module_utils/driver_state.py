@@ -2,7 +2,7 @@
 # Copyright (c) kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What a node's files say about its NVIDIA driver: kernels, built modules, the loaded module, Secure Boot, MOK.
+"""What a node's files say about its NVIDIA driver: kernels, built modules, the loaded module, MOK.
 
 Every reader takes its root directories as arguments, so tests point them at fake trees.
 
@@ -16,8 +16,9 @@ Every reader takes its root directories as arguments, so tests point them at fak
 * The loaded module: ``/proc/driver/nvidia/version``, whose first line names "Open Kernel Module" for
   NVIDIA's open modules.
 * Machine Owner Keys (Secure Boot itself: module_utils/secure_boot.py): shim's list
-  ``MokListRT-605dab50-...`` (also split as ``MokListRT1``, ``MokListRT2``, ... when long), a sequence of EFI_SIGNATURE_LISTs of which
-  the X.509 entries (type a5c059a1-94e4-4aa7-87b5-ab155c2bf072) hold the enrolled certificates in DER.
+  ``MokListRT-605dab50-...`` (also split as ``MokListRT1``, ``MokListRT2``, ... when long), a sequence
+  of EFI_SIGNATURE_LISTs of which the X.509 entries (type a5c059a1-94e4-4aa7-87b5-ab155c2bf072) hold
+  the enrolled certificates in DER.
   ``MokNew`` exists while an import waits for confirmation in MOK Manager at the next boot.
 """
 
