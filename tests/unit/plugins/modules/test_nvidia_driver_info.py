@@ -1,5 +1,5 @@
 """nvidia_driver_info: one read-only run; the package manager stubbed at the module's boundary, EFI
-variables from a fake directory (the readers themselves: test_driver_state.py)."""
+variables from a fake directory (the readers themselves: test_driver_state.py, test_secure_boot.py)."""
 import json
 
 import pytest
