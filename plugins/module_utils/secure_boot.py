@@ -148,14 +148,21 @@ def _from_mokutil(run_command, which, warnings):
     return state
 
 
+def _variables_state(folder, reader, warnings):
+    """``_from_variables``, with a variable that cannot be read told in ``warnings`` (and None)."""
+    try:
+        return _from_variables(folder, reader)
+    except _Unreadable as error:
+        warnings.append("Secure Boot: cannot read the EFI variable %s" % error)
+        return None
+
+
 def efivars_state(folder):
     """Return ``(state, warnings)`` from one efivarfs folder alone (``<efi>/efivars``): unknown when it is
     missing or empty, or when a variable cannot be read (with a warning)."""
-    try:
-        state = _from_variables(folder, _read_efivarfs)
-    except _Unreadable as error:
-        return unknown(), ["Secure Boot: cannot read the EFI variable %s" % error]
-    return (state or unknown()), []
+    warnings = []
+    state = _variables_state(folder, _read_efivarfs, warnings)
+    return (state or unknown()), warnings
 
 
 def secure_boot_state(efi_root=EFI_ROOT, run_command=None, which=None):
@@ -170,11 +177,7 @@ def secure_boot_state(efi_root=EFI_ROOT, run_command=None, which=None):
         return unknown(), warnings
     for folder, reader in ((os.path.join(efi_root, "efivars"), _read_efivarfs),
                            (os.path.join(efi_root, "vars"), _read_sysfs_vars)):
-        try:
-            state = _from_variables(folder, reader)
-        except _Unreadable as error:
-            warnings.append("Secure Boot: cannot read the EFI variable %s" % error)
-            continue
+        state = _variables_state(folder, reader, warnings)
         if state is not None:
             return state, warnings
     state = _from_mokutil(run_command, which, warnings)
