@@ -7,7 +7,9 @@
 (module_utils/device_plugin_config.py); ``device_plugin_config_documents`` gives the ConfigMap's config
 files; ``gpu_node_capacity`` compares each GPU host's node with its model (module_utils/node_model.py);
 ``device_plugin_node_labels`` gives the ``nvidia.com/device-plugin.config`` patches of the nodes whose label
-differs.  Hosts are matched to nodes by node_labels.resolve_node, the match k8s_gpu_label uses.
+differs; ``device_plugin_input_problems`` / ``device_plugin_nfd_problem`` say what stops the role before it
+applies anything (module_utils/device_plugin_checks.py).  Hosts are matched to nodes by
+node_labels.resolve_node, the match k8s_gpu_label uses.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,6 +19,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import deprecated
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_checks
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
@@ -226,6 +229,21 @@ def device_plugin_hosts_error(hosts, hostvars, device_plugin):
     return ""
 
 
+def device_plugin_input_problems(image_errors, uses_mps, mps_root, gfd_enabled, gfd_run_as_user):
+    """The reasons the role variables cannot make valid manifests (module_utils/device_plugin_checks.py)."""
+    return device_plugin_checks.input_problems(image_errors, uses_mps, mps_root, gfd_enabled, gfd_run_as_user)
+
+
+def device_plugin_nfd_problem(crd_info, gfd_enabled, nfd_deploy):
+    """Why GPU Feature Discovery would have no Node Feature Discovery to publish to, in one line; "" when it has.
+
+    ``crd_info``: the kubernetes.core.k8s_info result of the NodeFeature CustomResourceDefinition (empty or
+    undefined when it was not looked up: then it counts as absent).
+    """
+    resources = (crd_info or {}).get("resources") or []
+    return device_plugin_checks.nfd_problem(gfd_enabled, nfd_deploy, resources[0] if resources else None)
+
+
 def device_plugin_node_labels(nodes, hosts, hostvars, device_plugin):
     """Node patches setting ``nvidia.com/device-plugin.config`` where a node's label differs from its config.
 
@@ -265,4 +283,6 @@ class FilterModule:
             "gpu_node_capacity": gpu_node_capacity,
             "device_plugin_hosts_error": device_plugin_hosts_error,
             "device_plugin_node_labels": device_plugin_node_labels,
+            "device_plugin_input_problems": device_plugin_input_problems,
+            "device_plugin_nfd_problem": device_plugin_nfd_problem,
         }
