@@ -124,3 +124,14 @@ notes:
     that talks to the API, and for the C(kubernetes.core) modules of the group C(kubernetes.core.k8s) too
     (C(request_timeout) is this collection's own: set it per module, or as E(K8S_AUTH_REQUEST_TIMEOUT))."
 """
+
+    # the retry count of the modules that retry every failed request alike (k8s_gpu_label, k8s_gpu_validate)
+    RETRIES = r"""
+options:
+  retries:
+    description:
+      - How many times one API request is retried after a 429 or 5xx answer, a dropped connection or no answer
+        within O(request_timeout), before the module fails.
+    type: int
+    default: 5
+"""

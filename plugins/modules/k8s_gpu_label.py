@@ -30,6 +30,7 @@ author:
   - kubegpu.nvidia maintainers (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.nvidia.k8s_auth
+  - kubegpu.nvidia.k8s_auth.retries
 attributes:
   check_mode:
     support: full
@@ -181,12 +182,6 @@ options:
         O(device_plugin) is given and left alone otherwise.
     type: bool
     default: false
-  retries:
-    description:
-      - How many times one API request is retried after a 429 or 5xx answer, a dropped connection or no answer
-        within O(request_timeout), before the module fails.
-    type: int
-    default: 5
   concurrency:
     description:
       - How many nodes are written at the same time, each over its own connection to the API server.

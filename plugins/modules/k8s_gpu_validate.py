@@ -37,6 +37,7 @@ author:
   - kubegpu.nvidia maintainers (@kubegpu)
 extends_documentation_fragment:
   - kubegpu.nvidia.k8s_auth
+  - kubegpu.nvidia.k8s_auth.retries
 attributes:
   check_mode:
     support: full
@@ -116,12 +117,6 @@ options:
       - With V(false), the result reports the nodes that failed (RV(passed), RV(results)) and the module succeeds.
     type: bool
     default: true
-  retries:
-    description:
-      - How many times one API request is retried after a 429 or 5xx answer, a dropped connection or no answer
-        within O(request_timeout), before the module fails.
-    type: int
-    default: 5
   record:
     description:
       - Record the result on each node after the pods ran, in its annotation C(kubegpu.nvidia/gpu-validation).

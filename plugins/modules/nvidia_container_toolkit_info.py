@@ -33,16 +33,8 @@ description:
     C(nvidia-ctk cdi generate) must write it, and whether anything has to be done now."
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same way in check mode and never reports a change.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no difference to show.
-  idempotent:
-    support: full
-    description: Repeated runs on an unchanged node return the same data.
+extends_documentation_fragment:
+  - kubegpu.nvidia.attributes.read_only
 options:
   family:
     description: The OS family of the node (C(ansible_facts.os_family)); the role serves C(Debian) and C(RedHat).

@@ -27,16 +27,8 @@ description:
     (C(MokNew))."
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same way in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed.
-  idempotent:
-    support: full
-    description: Repeated runs on an unchanged node return the same result.
+extends_documentation_fragment:
+  - kubegpu.nvidia.attributes.read_only
 options:
   packages:
     description:

@@ -22,20 +22,12 @@ description:
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
 extends_documentation_fragment:
+  - kubegpu.nvidia.attributes.read_only
   - kubegpu.nvidia.nvidia_gpu_facts
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same way in check mode and never reports a change.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no difference to show.
   facts:
     support: full
     description: Sets C(ansible_facts.nvidia_gpu) and the host facts of O(gather_subset).
-  idempotent:
-    support: full
-    description: Repeated runs on an unchanged machine return the same facts.
 seealso:
   - module: kubegpu.nvidia.nvidia_gpu_facts
   - module: ansible.builtin.setup
