@@ -16,5 +16,7 @@ export ANSIBLE_PIPELINING=true
 # variable, which Ansible otherwise rebuilds for every task on every host
 export ANSIBLE_INJECT_FACT_VARS=false
 export ANSIBLE_LOCAL_TEMP="$KUBEGPU_ROOT/.cache/ansible-tmp"
-export PYTHONDONTWRITEBYTECODE=1
+# Python writes the bytecode of the collection's plugins on first import, as for an installed collection
+# (docs/development.md): Ansible imports them afresh in every worker process
+unset PYTHONDONTWRITEBYTECODE
 export MOLECULE_NO_LOG=false
