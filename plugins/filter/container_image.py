@@ -9,9 +9,6 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.container_image import image_reference
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
-
 
 def container_image(parts, prefix="image"):
     """``{"reference": "<registry>/<repository>[:<tag>][@<digest>]", "error": ""}``.
@@ -19,6 +16,9 @@ def container_image(parts, prefix="image"):
     When a part is not valid, ``reference`` is empty and ``error`` is one line naming the variable
     ``<prefix>_<part>`` and what is wrong, for an ``assert`` to show.
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.container_image import image_reference
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
     if not isinstance(parts, dict):
         raise AnsibleFilterError("container_image expects a dict with registry, repository, tag and digest, got %s"
                                  % type(parts).__name__)

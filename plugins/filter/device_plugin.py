@@ -19,19 +19,14 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import deprecated
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_checks
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
-    CONFIG_LABEL, GPU_RESOURCE, MIG_RESOURCE_PREFIX)
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import resolve_node
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import SHARED_SUFFIX, NodeModel
 
 INPUT_KEYS = ("default_config", "defaults", "configs", "product_configs", "node_configs")
 
 
 def _resolve(settings):
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
     if not isinstance(settings, dict):
         raise InputError("the device plugin settings must be a dict with %s, got %r" % (", ".join(INPUT_KEYS), settings))
     unknown = sorted(set(settings) - set(INPUT_KEYS))
@@ -44,6 +39,8 @@ def _resolve(settings):
 def device_plugin_config(settings):
     """The resolved device plugin configuration of ``settings`` ({default_config, defaults, configs,
     product_configs, node_configs}); AnsibleFilterError with the one-line reason when they are not valid."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
     try:
         return _resolve(settings)
     except InputError as exc:
@@ -52,6 +49,8 @@ def device_plugin_config(settings):
 
 def device_plugin_config_error(settings):
     """Why ``settings`` are not a valid device plugin configuration, in one line; "" when they are."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
     try:
         _resolve(settings)
     except InputError as exc:
@@ -60,6 +59,9 @@ def device_plugin_config_error(settings):
 
 
 def _checked(resolved):
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
     try:
         return dpc.check(resolved)
     except InputError as exc:
@@ -68,6 +70,8 @@ def _checked(resolved):
 
 def device_plugin_config_documents(resolved):
     """``{config name: device plugin config file}`` of a resolved configuration (the ConfigMap's data)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
+
     return dpc.config_documents(_checked(resolved))
 
 
@@ -92,6 +96,9 @@ def _has_gpu(gpu):
 
 def _match(nodes, hosts, hostvars):
     """[(host, facts, node or None, error)] of the GPU hosts, each matched as k8s_gpu_label matches it."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import resolve_node
+
     by_name = dict((node["metadata"]["name"], node) for node in nodes)
     out = []
     for host in hosts or []:
@@ -117,6 +124,8 @@ def _count(value):
 
 def _gpu_resources(allocatable):
     """The nvidia.com/gpu[.*] and nvidia.com/mig-* resources of an allocatable map, as ints, zeros left out."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+
     out = {}
     for name, value in (allocatable or {}).items():
         if name == GPU_RESOURCE or name.startswith(GPU_RESOURCE + ".") or name.startswith(MIG_RESOURCE_PREFIX):
@@ -128,6 +137,8 @@ def _gpu_resources(allocatable):
 
 def resources_text(resources):
     """``4`` for nvidia.com/gpu alone, else ``name=count, ...`` (``0`` for none, ``unknown`` for None)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import GPU_RESOURCE
+
     if resources is None:
         return "unknown"
     if not resources:
@@ -173,6 +184,11 @@ def gpu_node_capacity(nodes, hosts, hostvars, device_plugin, node_gpus=None):
     (one line naming the node, for a row that is not ok) and the ``expected_text`` / ``allocatable_text``
     a summary prints.
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import GPU_RESOURCE
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import SHARED_SUFFIX, NodeModel
+
     resolved = _checked(device_plugin)
     model = NodeModel(resolved)
     nodes = [_node_object(node) for node in nodes or []]
@@ -215,6 +231,10 @@ def device_plugin_hosts_error(hosts, hostvars, device_plugin):
     The node a host's config is looked up by is named like the host (``kubegpu_node_name``, else the
     inventory name): what the node list would tell is not read yet.
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import node_name
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import NodeModel
+
     model = NodeModel(_checked(device_plugin))
     for host in hosts or []:
         host_vars = hostvars[host] if host in hostvars else {}
@@ -231,6 +251,8 @@ def device_plugin_hosts_error(hosts, hostvars, device_plugin):
 
 def device_plugin_input_problems(image_errors, uses_mps, mps_root, gfd_enabled, gfd_run_as_user):
     """The reasons the role variables cannot make valid manifests (module_utils/device_plugin_checks.py)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_checks
+
     return device_plugin_checks.input_problems(image_errors, uses_mps, mps_root, gfd_enabled, gfd_run_as_user)
 
 
@@ -240,6 +262,8 @@ def device_plugin_nfd_problem(crd_info, gfd_enabled, nfd_deploy):
     ``crd_info``: the kubernetes.core.k8s_info result of the NodeFeature CustomResourceDefinition (empty or
     undefined when it was not looked up: then it counts as absent).
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_checks
+
     resources = (crd_info or {}).get("resources") or []
     return device_plugin_checks.nfd_problem(gfd_enabled, nfd_deploy, resources[0] if resources else None)
 
@@ -251,6 +275,9 @@ def device_plugin_node_labels(nodes, hosts, hostvars, device_plugin):
     label names when the facts list no devices); another node its node config, else the config of the product
     its ``nvidia.com/gpu.product`` label names (without ``-SHARED``); other nodes are left alone.
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import CONFIG_LABEL
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import NodeModel
+
     resolved = _checked(device_plugin)
     model = NodeModel(resolved)
     nodes = [_node_object(node) for node in nodes or []]

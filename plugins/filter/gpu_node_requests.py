@@ -11,8 +11,6 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.utils.display import Display
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
-
 display = Display()
 
 
@@ -70,6 +68,8 @@ def gpu_node_requests(hosts, hostvars):
     its node by hostname or InternalIP); ``facts`` is the part of its ``nvidia_gpu`` facts the labels come
     from (``label_facts``).
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
+
     if isinstance(hosts, str):
         hosts = [hosts]
     requests = []
@@ -89,6 +89,8 @@ def gpu_node_requests(hosts, hostvars):
 
 def kubernetes_node_name(host, hostvars):
     """The name ``host``'s Kubernetes node is looked up by (``inventory_hosts.node_name``)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import node_name
+
     try:
         host_vars = hostvars[host]
     except KeyError:

@@ -9,8 +9,6 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_validation import recorded_results
-
 
 def gpu_validation_recorded(nodes, revision=""):
     """The results, without a pod, of the ``nodes`` whose record (``k8s_gpu_validate`` with ``record``) still holds.
@@ -18,6 +16,8 @@ def gpu_validation_recorded(nodes, revision=""):
     ``nodes``: Node objects as the API lists them, or nodes as ``k8s_gpu_label`` returns them with
     ``return_nodes``. ``revision``: the revision the records were written with.
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_validation import recorded_results
+
     if nodes is None:
         return []
     if not isinstance(nodes, list) or not all(isinstance(node, dict) for node in nodes):

@@ -10,11 +10,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_plan
-
 
 def nvidia_driver_plan(gpu_facts, settings):
     """What the driver role does on a node, or ``error`` with the one message it stops with."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_plan
+
     if gpu_facts is not None and not isinstance(gpu_facts, dict):
         raise AnsibleFilterError("nvidia_driver_plan expects the GPU facts (a dict), got %s" % type(gpu_facts).__name__)
     if not isinstance(settings, dict):
@@ -24,6 +24,8 @@ def nvidia_driver_plan(gpu_facts, settings):
 
 def nvidia_driver_loaded(gpu_facts, version=None, branch=None):
     """Whether the GPU facts show the wanted driver loaded: exactly ``version``, else any of ``branch``."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_plan
+
     if gpu_facts is not None and not isinstance(gpu_facts, dict):
         raise AnsibleFilterError("nvidia_driver_loaded expects the GPU facts (a dict), got %s" % type(gpu_facts).__name__)
     install, _reason = driver_plan.needs_install(gpu_facts or {}, {}, version or None, branch, None)
@@ -36,6 +38,8 @@ def nvidia_driver_summary(version, plan, state=None, reboot_pending=False, check
 
     ``version``: the driver version (None: the installed version of the first of ``packages``).
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_plan
+
     if plan is not None and not isinstance(plan, dict):
         raise AnsibleFilterError("nvidia_driver_summary expects the plan (a dict), got %s" % type(plan).__name__)
     if not version:
@@ -46,6 +50,8 @@ def nvidia_driver_summary(version, plan, state=None, reboot_pending=False, check
 
 def nvidia_driver_resolve(available, names, branch, version=None):
     """``{"version", "error"}``: the one version every package of ``names`` is installed at."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_plan
+
     if available is not None and not isinstance(available, dict):
         raise AnsibleFilterError("nvidia_driver_resolve expects the offered versions (a dict), got %s"
                                  % type(available).__name__)
@@ -54,6 +60,8 @@ def nvidia_driver_resolve(available, names, branch, version=None):
 
 def nvidia_driver_hold_check(state, packages, version=None, unattended_upgrades=True):
     """Whether the driver's packages are held, and whether nvidia_driver_hold has anything to do."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_plan
+
     if state is not None and not isinstance(state, dict):
         raise AnsibleFilterError("nvidia_driver_hold_check expects the driver state (a dict), got %s"
                                  % type(state).__name__)

@@ -7,11 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_connection import retired_message
-
 
 def retired_connection(names):
     """One line naming the retired connection variables that are set and what to set instead; "" for none."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_connection import retired_message
+
     return retired_message(names)
 
 

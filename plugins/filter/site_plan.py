@@ -9,18 +9,23 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
 
+def inventory_problem(groups, gpu_group=None, control_group=None):
+    """What is wrong with the inventory's groups, in one line; "" when nothing is.
 
-def inventory_problem(groups, gpu_group=site_plan.GPU_GROUP, control_group=site_plan.CONTROL_GROUP):
-    """What is wrong with the inventory's groups, in one line; "" when nothing is."""
+    ``gpu_group`` / ``control_group``: the groups' names (default ``gpu_nodes`` / ``k8s_control``).
+    """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
+
     if not isinstance(groups, dict):
         raise AnsibleFilterError("inventory_problem expects the groups (a dict)")
-    return site_plan.inventory_problem(groups, gpu_group, control_group)
+    return site_plan.inventory_problem(groups, gpu_group or site_plan.GPU_GROUP, control_group or site_plan.CONTROL_GROUP)
 
 
 def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False):
     """The nodes to validate and those whose recorded validation may stand in (module_utils/site_plan.py)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
+
     if isinstance(hosts, str):
         hosts = [hosts]
     try:

@@ -9,16 +9,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import (
-    COLUMNS,
-    summary_rows,
-    summary_table,
-    validation_table,
-)
-
 
 def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False):
     """One row per host of ``hosts`` (module_utils/site_summary.py says what each column holds)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import summary_rows
+
     if isinstance(hosts, str):
         hosts = [hosts]
     try:
@@ -30,6 +25,8 @@ def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, va
 
 def table(rows, columns=None):
     """The rows as the lines of a text table."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import COLUMNS, summary_table
+
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
         raise AnsibleFilterError("summary_table expects a list of rows (dicts)")
     return summary_table(rows, tuple(columns) if columns else COLUMNS)
@@ -37,6 +34,8 @@ def table(rows, columns=None):
 
 def validation(results):
     """The validation results (k8s_gpu_validate's results) as the lines of a table."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import validation_table
+
     if not isinstance(results, list) or not all(isinstance(row, dict) for row in results):
         raise AnsibleFilterError("validation_table expects the validation results (a list of dicts)")
     return validation_table(results)

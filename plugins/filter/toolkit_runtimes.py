@@ -9,8 +9,6 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.toolkit_node import record_text
-
 
 def _results(configured):
     if configured is None:
@@ -63,6 +61,8 @@ def toolkit_runtime_record(configured, record):
     ``configured``: the configuration task's registered result; ``record``: ``nvidia_container_toolkit_info``'s
     ``record`` (``keys`` per runtime, the ``rows`` recorded before).
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.toolkit_node import record_text
+
     if not isinstance(record, dict) or "keys" not in record:
         raise AnsibleFilterError("toolkit_runtime_record expects the 'record' of kubegpu.nvidia.nvidia_container_toolkit_info")
     results = _results(configured)
