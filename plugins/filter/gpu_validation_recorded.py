@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+# The filters import the module_utils they use when called, not here (docs/development.md, Conventions).
+
 from ansible.errors import AnsibleFilterError
 
 

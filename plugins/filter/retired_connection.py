@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+# The filters import the module_utils they use when called, not here (docs/development.md, Conventions).
+
 
 def retired_connection(names):
     """One line naming the retired connection variables that are set and what to set instead; "" for none."""
