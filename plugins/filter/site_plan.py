@@ -21,7 +21,11 @@ def inventory_problem(groups, gpu_group=None, control_group=None):
 
     if not isinstance(groups, dict):
         raise AnsibleFilterError("inventory_problem expects the groups (a dict)")
-    return site_plan.inventory_problem(groups, gpu_group or site_plan.GPU_GROUP, control_group or site_plan.CONTROL_GROUP)
+    if gpu_group is None:
+        gpu_group = site_plan.GPU_GROUP
+    if control_group is None:
+        control_group = site_plan.CONTROL_GROUP
+    return site_plan.inventory_problem(groups, gpu_group, control_group)
 
 
 def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False):
