@@ -8,6 +8,7 @@ so ``query('ansible.builtin.template', ...)`` finds the same files the role uses
 import json
 import os
 
+from ansible.errors import AnsibleError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
@@ -40,8 +41,18 @@ def role_variables(role, overrides=None, extra=None):
 
 
 def render(role, expression, overrides=None, extra=None):
-    """Template ``expression`` (e.g. ``"{{ _k8s_device_plugin_manifests }}"``) in ``role``'s context."""
+    """Template ``expression`` (e.g. ``"{{ _k8s_device_plugin_manifests }}"``) in ``role``'s context.
+
+    For k8s_device_plugin, as the role's first step (tasks/settings.yml) does, the resolved configuration is
+    recorded as ``k8s_device_plugin_resolved`` first (unless given, or the settings do not resolve).
+    """
     loader, variables = role_variables(role, overrides, extra)
+    if role == "k8s_device_plugin" and "k8s_device_plugin_resolved" not in variables:
+        try:
+            variables["k8s_device_plugin_resolved"] = Templar(loader=loader, variables=variables).template(
+                trust_as_template("{{ _k8s_device_plugin_resolved }}"))
+        except AnsibleError:
+            pass
     templar = Templar(loader=loader, variables=variables)
     # plain Python types (Ansible tags what it templates)
     return json.loads(json.dumps(templar.template(trust_as_template(expression))))
