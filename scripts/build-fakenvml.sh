@@ -23,10 +23,11 @@ cc="${CC:-gcc}"
 flags=(-std=c11 -D_GNU_SOURCE -O2 -g0 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden
        "-Wl,-soname,libnvidia-ml.so.1" "-Wl,--no-undefined")
 mkdir -p "$out/full" "$out/legacy" "$out/attributes-v1"
-build() {  # build DIR [extra flags...]: compile into a temporary file, then rename
+build() {  # build DIR [extra flags...]: compile into a temporary file of this process, then rename
+    # (parallel test workers may build at the same time; each rename is atomic)
     local dir=$1; shift
-    "$cc" "${flags[@]}" "$@" -o "$out/$dir/.libnvidia-ml.so.1.tmp" "$src"
-    mv -f "$out/$dir/.libnvidia-ml.so.1.tmp" "$out/$dir/libnvidia-ml.so.1"
+    "$cc" "${flags[@]}" "$@" -o "$out/$dir/.libnvidia-ml.so.1.tmp.$$" "$src"
+    mv -f "$out/$dir/.libnvidia-ml.so.1.tmp.$$" "$out/$dir/libnvidia-ml.so.1"
 }
 build full
 build legacy -DFAKENVML_LEGACY

@@ -50,13 +50,18 @@ stage_sanity() {
     scripts/sanity.sh
 }
 
+# pytest-xdist: one worker per CPU, each test file whole in one worker (--dist loadfile), so a file's
+# module- and session-scoped fixtures (a playbook run whose tasks the file's tests read) run once.
+# Every Kubernetes test has its own API test server and every container a name of its own.
+PYTEST_PARALLEL=(-n auto --dist loadfile)
+
 stage_unit() {
-    pytest -q -p no:cacheprovider tests/unit
+    pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" tests/unit
 }
 
 stage_functional() {
     scripts/build-fakenvml.sh >/dev/null
-    pytest -q -p no:cacheprovider tests/functional
+    pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" tests/functional
 }
 
 stage_molecule() {
