@@ -8,6 +8,13 @@ In one run, over the lab's hosts (lab/inventory.yml: four nodes and localhost as
 For each: wall time, tasks (distinct tasks that ran on some host), task results (tasks x hosts)
 and changed results. Target: the no-op re-run takes at most 4 times the one-task playbook.
 
+It also prints where the median no-op re-run's time goes, from the task durations of the JSON
+callback: the module runs (tasks that ran a module on a node or the control host), the tasks Ansible
+runs on the control machine alone (set_fact, assert, argument specs, includes, group_by, debug), the
+tasks skipped on every host, and the rest of the wall time (start-up, loading the playbook and roles,
+play changes). The module runs' share against the whole one-task playbook is what a no-op re-run of
+the same reads would cost with every other task gone.
+
 Steps 2 and 3 run --repeat times (default 3), one after the other in turn, and the figures are the
 medians (every sample is printed): a run takes some 10 s on a shared 2-core machine whose speed
 drifts by a tenth or more from one minute to the next, and a ratio of two single runs moves with it.
@@ -18,6 +25,7 @@ The lab is recreated first (scripts/lab.sh down, then nodes and lab/cluster.yml)
 run starts from bare nodes; it is removed at the end unless --keep.
 """
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -30,6 +38,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 INVENTORY = ROOT / "lab" / "inventory.yml"
 SITE_VARS = ROOT / "lab" / ".state" / "site-vars.yml"
 TARGET_RATIO = 4.0
+# actions that run in the controller's worker process and send nothing to a host
+CONTROLLER_ACTIONS = frozenset(["add_host", "assert", "debug", "fail", "group_by", "import_role", "import_tasks",
+                                "include_role", "include_tasks", "include_vars", "meta", "set_fact", "set_stats",
+                                "validate_argument_spec"])
 PING = """
 - name: One task on every host
   hosts: gpu_nodes:k8s_control
@@ -45,7 +57,7 @@ def sh(*cmd):
 
 
 def play(*args):
-    """Run ansible-playbook with the JSON callback; return (seconds, tasks, results, changed)."""
+    """Run ansible-playbook with the JSON callback; return (seconds, tasks, results, changed, anatomy)."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
     started = time.perf_counter()
     proc = subprocess.run(["ansible-playbook", "-i", str(INVENTORY)] + list(args), cwd=ROOT, env=env,
@@ -62,7 +74,36 @@ def play(*args):
             tasks += 1 if ran else 0
             results += len(ran)
     changed = sum(s.get("changed", 0) for s in out["stats"].values())
-    return seconds, tasks, results, changed
+    return seconds, tasks, results, changed, anatomy(out, seconds)
+
+
+def _stamp(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def anatomy(out, wall):
+    """Where a run's wall time went, from the JSON callback's output ``out``.
+
+    {kind: [tasks, seconds]} for "module runs" (some host ran a module), "controller tasks" (only actions of
+    CONTROLLER_ACTIONS ran), "skipped tasks" (skipped on every host) and "start-up and plays" (``wall``
+    less the tasks' durations: start-up, loading the playbook, roles and plugins, moving between plays).
+    """
+    parts = {"module runs": [0, 0.0], "controller tasks": [0, 0.0], "skipped tasks": [0, 0.0]}
+    for one_play in out["plays"]:
+        for task in one_play["tasks"]:
+            duration = task["task"]["duration"]
+            seconds = _stamp(duration["end"]) - _stamp(duration["start"]) if "end" in duration else 0.0
+            ran = [r for r in task["hosts"].values() if not r.get("skipped")]
+            if not ran:
+                kind = "skipped tasks"
+            elif any(r.get("action", "").rsplit(".", 1)[-1] not in CONTROLLER_ACTIONS for r in ran):
+                kind = "module runs"
+            else:
+                kind = "controller tasks"
+            parts[kind][0] += 1
+            parts[kind][1] += seconds
+    parts["start-up and plays"] = [0, wall - sum(seconds for _n, seconds in parts.values())]
+    return parts
 
 
 def main():
@@ -93,13 +134,18 @@ def main():
             ("site.yml, no-op re-run",) + median(noops),
             ("one-task playbook (ping)",) + median(pings)]
     print("%-26s %9s %6s %8s %8s" % ("run", "seconds", "tasks", "results", "changed"))
-    for name, seconds, tasks, results, changed in rows:
+    for name, seconds, tasks, results, changed, _parts in rows:
         print("%-26s %9.1f %6d %8d %8d" % (name, seconds, tasks, results, changed))
     print("samples (s): no-op re-run %s; one-task playbook %s"
           % (", ".join("%.1f" % n[0] for n in noops), ", ".join("%.1f" % p[0] for p in pings)))
     ratio = rows[1][1] / rows[2][1]
     print("no-op re-run / one-task playbook (medians): %.1fx (target <= %.0fx): %s"
           % (ratio, TARGET_RATIO, "met" if ratio <= TARGET_RATIO else "NOT met"))
+    noop, ping_seconds = rows[1], rows[2][1]
+    print("where the median no-op re-run's %.1f s go:" % noop[1])
+    for kind, (count, seconds) in noop[5].items():
+        print("  %-20s %3s tasks %6.1f s  %4.1fx the one-task playbook"
+              % (kind, count if kind != "start-up and plays" else "", seconds, seconds / ping_seconds))
     changed = max(n[3] for n in noops)
     print("no-op re-runs' changed results: %d (must be 0)" % changed)
     return 0 if changed == 0 else 1
