@@ -11,9 +11,8 @@ SPEC.loader.exec_module(bench_site)
 
 
 def task(name, start, end, hosts):
-    return {"task": {"name": name, "duration": {"start": "2026-11-24T10:00:%06.3fZ" % start,
-                                                 "end": "2026-11-24T10:00:%06.3fZ" % end}},
-            "hosts": hosts}
+    duration = {"start": "2026-11-24T10:00:%06.3fZ" % start, "end": "2026-11-24T10:00:%06.3fZ" % end}
+    return {"task": {"name": name, "duration": duration}, "hosts": hosts}
 
 
 def test_tasks_are_split_by_what_ran_on_their_hosts():
