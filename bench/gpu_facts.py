@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 import zipfile
-from datetime import datetime
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NODE = "kubegpu-lab-h100"
@@ -124,14 +123,6 @@ CASES = (
 )
 
 
-def _time(text):
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _seconds(duration):
-    return (_time(duration["end"]) - _time(duration["start"])).total_seconds()
-
-
 def measure_tasks(runs):
     """Median task duration per case over ``runs`` rounds of one playbook (after a warm-up round)."""
     tasks = []
@@ -150,7 +141,7 @@ def measure_tasks(runs):
         for task in play["tasks"]:
             name, round_number = task["task"]["name"].rsplit(" ", 1)
             if int(round_number) > 0:
-                times[name].append(_seconds(task["task"]["duration"]))
+                times[name].append(ansible_run.task_seconds(task))
     return dict((name, statistics.median(values)) for name, values in times.items())
 
 

@@ -25,7 +25,6 @@ The lab is recreated first (scripts/lab.sh down, then nodes and lab/cluster.yml)
 run starts from bare nodes; it is removed at the end unless --keep.
 """
 import argparse
-import datetime
 import json
 import os
 import pathlib
@@ -38,6 +37,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 INVENTORY = ROOT / "lab" / "inventory.yml"
 SITE_VARS = ROOT / "lab" / ".state" / "site-vars.yml"
 TARGET_RATIO = 4.0
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+import ansible_run  # noqa: E402  pylint: disable=wrong-import-position
+
 # actions that run in the controller's worker process and send nothing to a host
 CONTROLLER_ACTIONS = frozenset(["add_host", "assert", "debug", "fail", "group_by", "import_role", "import_tasks",
                                 "include_role", "include_tasks", "include_vars", "meta", "set_fact", "set_stats",
@@ -77,10 +80,6 @@ def play(*args):
     return seconds, tasks, results, changed, anatomy(out, seconds)
 
 
-def _stamp(text):
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def anatomy(out, wall):
     """Where a run's wall time went, from the JSON callback's output ``out``.
 
@@ -91,8 +90,7 @@ def anatomy(out, wall):
     parts = {"module runs": [0, 0.0], "controller tasks": [0, 0.0], "skipped tasks": [0, 0.0]}
     for one_play in out["plays"]:
         for task in one_play["tasks"]:
-            duration = task["task"]["duration"]
-            seconds = _stamp(duration["end"]) - _stamp(duration["start"]) if "end" in duration else 0.0
+            seconds = ansible_run.task_seconds(task)
             ran = [r for r in task["hosts"].values() if not r.get("skipped")]
             if not ran:
                 kind = "skipped tasks"

@@ -9,6 +9,7 @@
 
 Task names are given without the "role : " prefix the callback puts before tasks of roles.
 """
+import datetime
 import json
 import os
 import subprocess
@@ -22,6 +23,15 @@ def write_cached_facts(directory, host, facts):
     payload = json.dumps(facts)
     with open(os.path.join(str(directory), "s1_" + host), "w", encoding="utf-8") as handle:
         handle.write(json.dumps({"__payload__": payload}))
+
+
+def task_seconds(task):
+    """How long one task of the callback's output took (its ``duration``); 0.0 when it has no end."""
+    duration = task["task"]["duration"]
+    if "end" not in duration:
+        return 0.0
+    start, end = (datetime.datetime.fromisoformat(duration[key].replace("Z", "+00:00")) for key in ("start", "end"))
+    return (end - start).total_seconds()
 
 
 class Result:
