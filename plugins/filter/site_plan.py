@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters kubegpu.nvidia.inventory_problem and kubegpu.nvidia.validation_plan: a site run's cross-play decisions."""
+"""Filters kubegpu.nvidia.inventory_problem, kubegpu.nvidia.site_uses_api and kubegpu.nvidia.validation_plan: a site
+run's cross-play decisions."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -28,6 +29,16 @@ def inventory_problem(groups, gpu_group=None, control_group=None):
     return site_plan.inventory_problem(groups, gpu_group, control_group)
 
 
+def site_uses_api(run_tags, skip_tags=None):
+    """Whether a site run with these tags talks to the Kubernetes API (module_utils/site_plan.py)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
+
+    for name, value in (("run_tags", run_tags), ("skip_tags", skip_tags)):
+        if value is not None and not isinstance(value, (list, tuple)):
+            raise AnsibleFilterError("site_uses_api expects %s as a list of tags, not %s" % (name, type(value).__name__))
+    return site_plan.uses_api(run_tags, skip_tags)
+
+
 def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False):
     """The nodes to validate and those whose recorded validation may stand in (module_utils/site_plan.py)."""
     from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
@@ -44,4 +55,4 @@ class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"inventory_problem": inventory_problem, "validation_plan": validation_plan}
+        return {"inventory_problem": inventory_problem, "site_uses_api": site_uses_api, "validation_plan": validation_plan}

@@ -602,6 +602,9 @@ class ApiSession:
                 message = api_error_message(exc)
                 if status == 400 and "HTTP request to an HTTPS server" in message:
                     message += " (the server's URL starts with https://)"
+                elif status == 401:
+                    message += (" (the API server does not accept the credentials: the token, client certificate "
+                                "or exec plugin of the kubeconfig's user, or api_key)")
                 raise K8sError("%s failed%s: %s" % (what, suffix, message), status=status)
             except Urllib3Error as exc:
                 reason = getattr(exc, "reason", None) or exc

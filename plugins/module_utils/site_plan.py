@@ -6,6 +6,8 @@
 """The decisions of a site run that span its plays.
 
 ``inventory_problem``: what is wrong with the inventory's groups, before anything runs.
+``uses_api``: whether the run's tags select a play that talks to the Kubernetes API, so that the preflight reads
+the cluster (and matches the GPU hosts to their nodes) first.
 ``validation_plan``: which GPU nodes get a validation pod, and which may be reported from their recorded
 validation, from what the run did to each node (driver, toolkit, labels) and which hosts are still in it.
 The ``kubegpu.nvidia.inventory_problem`` and ``kubegpu.nvidia.validation_plan`` filters call them.
@@ -17,6 +19,10 @@ __metaclass__ = type
 
 GPU_GROUP = "gpu_nodes"
 CONTROL_GROUP = "k8s_control"
+# The tags of the plays of kubegpu.nvidia.site that talk to the Kubernetes API (labels, device plugin, validation),
+# one tuple a play. The preflight's tag, named explicitly, asks for the cluster's checks as well.
+API_PLAY_TAGS = (("labels",), ("device_plugin",), ("validation",))
+PREFLIGHT_TAG = "preflight"
 
 
 def inventory_problem(groups, gpu_group=GPU_GROUP, control_group=CONTROL_GROUP):
@@ -32,6 +38,28 @@ def inventory_problem(groups, gpu_group=GPU_GROUP, control_group=CONTROL_GROUP):
         return ("group %s has no hosts: put the host that reaches the Kubernetes API in it, or remove the group "
                 "to use localhost" % control_group)
     return ""
+
+
+def _play_runs(tags, only_tags, skip_tags):
+    """Whether a play tagged ``tags`` (without ``always``) runs under ``--tags`` / ``--skip-tags``, as Ansible's
+    ``Taggable.evaluate_tags`` decides it (ansible/playbook/taggable.py)."""
+    tags = set(tags)
+    if only_tags and not ("all" in only_tags or "tagged" in only_tags or tags & only_tags):
+        return False
+    return not (skip_tags and ("all" in skip_tags or "tagged" in skip_tags or tags & skip_tags))
+
+
+def uses_api(run_tags, skip_tags=None):
+    """Whether a site run with these tags (``ansible_run_tags``, ``ansible_skip_tags``) talks to the Kubernetes API.
+
+    True when a play of ``API_PLAY_TAGS`` runs, or ``--tags`` names ``preflight``; false for runs of the node
+    plays alone (``--tags facts``, ``driver``, ``toolkit``, ``runtime``, or skipping every API play).
+    """
+    only_tags = set(run_tags or ["all"])
+    skip_tags = set(skip_tags or [])
+    if PREFLIGHT_TAG in only_tags and PREFLIGHT_TAG not in skip_tags:
+        return True
+    return any(_play_runs(tags, only_tags, skip_tags) for tags in API_PLAY_TAGS)
 
 
 def _truthy(value):

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import yaml
+from kubernetes import client
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "tests" / "support" / "fakenvml" / "profiles" / "t4x1.conf"
@@ -24,6 +25,7 @@ READ_ONLY_PLAYS = {
     "Discover the GPUs and find each GPU host's Kubernetes node",
 }
 FACTS_PLAY = "Discover the GPUs and find each GPU host's Kubernetes node"
+CLUSTER_READ = "kubegpu.nvidia.preflight : Check the cluster connection and read its version"
 LABEL_CALL = "kubegpu.nvidia.k8s_gpu_node : Label and taint the GPU nodes in one API batch"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "post", "put"}
 
@@ -55,11 +57,13 @@ class Site:
         path.write_text(yaml.safe_dump(groups))
         return path
 
-    def run(self, inventory, kubeconfig=None, *extra):
+    def run(self, inventory, kubeconfig=None, *extra, env=None, gpu=True):
+        """``gpu=False``: without the fake NVML library, so the host's facts find no GPU (a CPU-only host).
+        ``env``: more environment for ansible-playbook."""
         env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                    ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_HOST_KEY_CHECKING="false",
-                   LD_LIBRARY_PATH=str(self.fake_nvml), FAKENVML_CONFIG=str(PROFILE))
-        for name in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG"):
+                   LD_LIBRARY_PATH=str(self.fake_nvml), FAKENVML_CONFIG=str(PROFILE), **(env or {}))
+        for name in ("KUBECONFIG", "K8S_AUTH_KUBECONFIG") + (() if gpu else ("LD_LIBRARY_PATH", "FAKENVML_CONFIG")):
             env.pop(name, None)
         if self.kube.is_test_server:
             self.kube.server.reset_counts()
@@ -107,12 +111,19 @@ def fixture_site(kube, tmp_path, fake_nvml):
 
 
 def test_the_checks_pass_when_the_input_is_right(site):
-    # the good twin of the cases below: same inventory, the host's node registered
+    # the good twin of the cases below: same inventory, the host's node registered; --tags preflight runs the checks
+    # and no play that changes anything
     site.kube.node(site.gpu_host)
-    result = site.run(site.inventory(control={"localhost": local()}), None, "--tags", "facts")
+    result = site.run(site.inventory(control={"localhost": local()}), None, "--tags", "preflight")
     assert result.rc == 0, (result.failures, result.stderr[-2000:])
     assert not result.failures
     assert FACTS_PLAY in result.plays
+    # the preflight's one read of the cluster, kept for the later plays
+    (cluster,) = [res for p in result.out["plays"] for t in p["tasks"]
+                  if t["task"]["name"] == CLUSTER_READ for res in t["hosts"].values()]
+    git_version = client.VersionApi(site.kube.api_client()).get_code().git_version
+    assert cluster["git_version"] == git_version and cluster["changed"] is False
+    assert git_version.lstrip("v").startswith(cluster["version"])
     # the labels role's dry run, by the preflight's nodes entry point: the match, and what the labels play would write
     (facts_play,) = [p for p in result.out["plays"] if p["play"]["name"] == FACTS_PLAY]
     matched = [res for t in facts_play["tasks"] if t["task"]["name"] == LABEL_CALL for res in t["hosts"].values()]
@@ -162,8 +173,8 @@ def test_unreachable_api(site):
     dead = site.dir / "kubeconfig-dead"
     dead.write_text(yaml.safe_dump(config))
     msg = site.run(site.inventory(control={"localhost": local()}), str(dead)).assert_refused(
-        site, "listing nodes failed: ")
-    assert "https://127.0.0.1:1" in msg
+        site, "reading the API server's version failed: cannot connect to the API server at https://127.0.0.1:1")
+    assert "Connection refused" in msg
 
 
 def test_gpu_node_without_kubernetes_node(site):

@@ -3,7 +3,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.filter.site_plan import inventory_problem, validation_plan
+from ansible_collections.kubegpu.nvidia.plugins.filter.site_plan import inventory_problem, site_uses_api, validation_plan
 
 HOSTS = ["gpu-a", "gpu-b", "gpu-c"]
 
@@ -29,6 +29,44 @@ def test_inventory_problem(groups, problem):
 def test_inventory_problem_refuses_what_is_not_groups():
     with pytest.raises(AnsibleFilterError):
         inventory_problem(["gpu_nodes"])
+
+
+# (ansible_run_tags, ansible_skip_tags) -> whether the run talks to the Kubernetes API. Ansible gives run tags
+# ["all"] without --tags; a --tags run lists what was named. The plays: preflight and facts (always), driver,
+# toolkit/runtime, labels, device_plugin, validation, summary (always).
+@pytest.mark.parametrize("run_tags, skip_tags, uses", [
+    (["all"], [], True),
+    (None, None, True),
+    (["labels"], [], True),
+    (["device_plugin", "validation"], [], True),
+    (["validation"], [], True),
+    (["facts", "labels"], [], True),
+    (["driver", "device_plugin"], [], True),
+    (["preflight"], [], True),  # asks for the checks
+    (["tagged"], [], True),  # every tagged play
+    # the node plays alone
+    (["facts"], [], False),
+    (["driver"], [], False),
+    (["toolkit"], [], False),
+    (["runtime"], [], False),
+    (["facts", "driver", "toolkit"], [], False),
+    (["summary"], [], False),
+    # --skip-tags wins over --tags and over all
+    (["all"], ["labels", "device_plugin", "validation"], False),
+    (["all"], ["labels", "device_plugin"], True),
+    (["labels"], ["labels"], False),
+    (["preflight"], ["preflight"], False),
+    (["all"], ["all"], False),
+    (["all"], ["tagged"], False),
+    (["driver"], ["preflight"], False),
+])
+def test_site_uses_api(run_tags, skip_tags, uses):
+    assert site_uses_api(run_tags, skip_tags) is uses
+
+
+def test_site_uses_api_refuses_what_is_not_tags():
+    with pytest.raises(AnsibleFilterError, match="site_uses_api expects run_tags as a list of tags, not str"):
+        site_uses_api("labels")
 
 
 def listed(name, changed=False):
