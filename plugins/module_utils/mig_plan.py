@@ -183,7 +183,7 @@ def select(gpus, specs, config_name):
                 if index not in by_index:
                     raise InputError("MIG config %r, spec %d: GPU index %d does not exist on this node (GPUs %s)"
                                      % (config_name, number, index, _index_range(gpus)))
-                if by_index[index] in matching:
+                if by_index[index] in matching and by_index[index] not in addressed:
                     addressed.append(by_index[index])
         for gpu in addressed:
             if gpu["index"] in owner:
@@ -333,7 +333,8 @@ def spec_devices(spec):
 
 def _untouched(gpu, why):
     current, pending, counts, _full = geometry(gpu)
-    devices = counts if current and gpu.get("mig_capable") else {}
+    # MIG devices are GPU instances with their one full-size compute instance (named without a note)
+    devices = dict((k, v) for k, v in counts.items() if " " not in k) if current and gpu.get("mig_capable") else {}
     return {"index": gpu["index"], "name": gpu.get("name"), "selected": False, "skipped": why,
             "mode": {"current": current, "pending": pending, "desired": None}, "mode_change": None,
             "reset_required": False, "destroy": [], "create": [], "devices": devices, "changed": False,

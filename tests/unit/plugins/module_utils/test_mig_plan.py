@@ -217,6 +217,21 @@ def test_gpus_no_spec_addresses_are_left_alone():
     assert mp.mig_devices(node_plan)["resources"] == {"nvidia.com/mig-1g.5gb": 7, "nvidia.com/mig-7g.80gb": 1}
 
 
+def test_an_index_listed_twice_is_one_gpu():
+    node_plan = mp.plan(fx.node("A100-40GB", 2), configs(enabled({"7g.40gb": 1}, devices=[1, 1])), "c")
+    assert [p["selected"] for p in node_plan["gpus"]] == [False, True]
+
+
+def test_an_untouched_gpu_counts_only_its_mig_devices():
+    instances = fx.instances_from([{"profile": "3g.40gb", "placement": [0, 4]}, {"profile": "3g.40gb", "placement": [4, 4]}])
+    instances[1]["compute_instances"] = []
+    gpus = [fx.gpu("A100-40GB", 0), fx.gpu("H100-80GB", 1, current=True, instances=instances)]
+    node_plan = mp.plan(gpus, configs(enabled({"7g.40gb": 1}, devices=[0])), "c")
+    assert node_plan["gpus"][1]["before"] == ("GPU 1 (NVIDIA H100 80GB HBM3): MIG enabled; 3g.40gb (0:4), "
+                                              "3g.40gb (no compute instance) (4:4)")
+    assert mp.mig_devices(node_plan)["resources"] == {"nvidia.com/mig-7g.40gb": 1, "nvidia.com/mig-3g.40gb": 1}
+
+
 def test_each_gpu_uses_its_own_profile_table():
     """config_test.go TestSetMigConfigResolvesMigProfileOnTargetGPU: a profile resolves on the GPU it is for."""
     gpus = fx.node("A100-40GB", 2) + [fx.gpu("H200", 2), fx.gpu("H100-80GB", 3)]
