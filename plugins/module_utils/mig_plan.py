@@ -165,9 +165,9 @@ def select(gpus, specs, config_name):
     """``{gpu index: spec}`` for the GPUs a spec of ``config_name`` addresses, as mig-parted walks them.
 
     A spec addresses the GPUs its device filter matches, all of them (``devices: all``) or those at its
-    indices (assert.go WalkSelectedMigConfigForEachGPU). Refused: an index no GPU has (among the GPUs the
-    filter matches, as mig-parted counts them: indices are positions on the node), one GPU addressed by
-    two specs, MIG asked by index of a GPU that is not MIG-capable. A non-capable GPU under ``devices: all``,
+    indices (assert.go WalkSelectedMigConfigForEachGPU: indices are NVML indices on the node, whatever the
+    filter). Refused: an index no GPU of the node has, one GPU addressed by two specs, MIG asked by index
+    of a GPU that is not MIG-capable. A non-capable GPU under ``devices: all``,
     or by index with MIG disabled, is left alone (apply/config.go ApplyMigConfig).
     """
     by_index = dict((gpu["index"], gpu) for gpu in gpus)
@@ -241,7 +241,10 @@ def _flatten_key(entry):
 
 
 def fit(gpu, requested, config_name="?"):
-    """The layout of ``requested`` ({profile: count}) on ``gpu``: ``[{profile, id, placement}]``, in creation order.
+    """The layout of ``requested`` ({profile: count}) on ``gpu``, in creation order.
+
+    ``[{"profile", "profile_id" (NVML profile info id), "slices" (its sliceCount: the full-size compute
+    instance's slices), "placement": [start, size]}]``.
 
     InputError naming the GPU and the profiles when a profile is unknown to the GPU or no layout exists.
     """
@@ -273,7 +276,7 @@ def fit(gpu, requested, config_name="?"):
         asked = ", ".join("%s: %d" % (name, count) for name, _info, count in resolved)
         raise InputError("MIG config %r: %s: {%s} does not fit: no placement of NVML's possible placements holds "
                          "them all" % (config_name, describe(gpu), asked))
-    return [{"profile": name, "profile_id": info.get("id"), "placement": list(chosen[i])}
+    return [{"profile": name, "profile_id": info.get("id"), "slices": info.get("slices"), "placement": list(chosen[i])}
             for i, (name, info, _spans, _same) in enumerate(items)]
 
 
@@ -348,7 +351,7 @@ def plan(gpus, configs, config_name):
     warning when the config addresses no GPU of the node, which mig-parted accepts silently); a per-GPU plan
     has ``index``, ``name``, ``selected``, ``mode`` ({current, pending, desired}), ``mode_change``
     (``enable``/``disable``/None), ``reset_required``, ``destroy`` (compute instances first, then GPU
-    instances), ``create`` (``{profile, profile_id, placement: [start, size], compute_instance: "full"}``
+    instances), ``create`` (``{profile, profile_id, slices, placement: [start, size], compute_instance: "full"}``
     in creation order), ``devices`` ({profile: count} once applied), ``before``/``after`` (one line each),
     ``replan`` (MIG is off and no GPU of the model on the node gave a profile table: plan again once the mode
     is on, before creating anything) and ``changed``; GPUs no spec addresses (or skipped as not MIG-capable) have ``selected`` False and

@@ -239,7 +239,7 @@ def test_each_gpu_uses_its_own_profile_table():
     assert [p["devices"] for p in node_plan["gpus"]] == [
         {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}, {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2},
         {"3g.71gb": 1, "2g.35gb": 1, "1g.18gb": 2}, {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}]
-    assert [i["profile_id"] for i in node_plan["gpus"][2]["create"]] == [9, 14, 19, 19]
+    assert [(i["profile_id"], i["slices"]) for i in node_plan["gpus"][2]["create"]] == [(9, 3), (14, 2), (19, 1), (19, 1)]
 
 
 # ------------------------------------------------------------------ processes
