@@ -180,7 +180,7 @@ def load_document(source, what="the MIG configuration"):
         mark = getattr(exc, "problem_mark", None)
         where = " (line %d)" % (mark.line + 1) if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise InputError("%s is not valid YAML%s: %s" % (what, where, problem))
+        raise InputError("%s is not valid YAML%s: %s" % (what, where, " ".join(str(problem).split())))
     if doc is None:
         return {}
     if not isinstance(doc, dict):
