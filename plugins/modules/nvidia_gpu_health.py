@@ -206,9 +206,9 @@ health:
           elements: dict
         signals:
           description:
-            - What NVML read, per signal (C(ecc), C(row_remap), C(retired_pages), C(recovery_action), C(clocks),
+            - "What NVML read, per signal (C(ecc), C(row_remap), C(retired_pages), C(recovery_action), C(clocks),
               C(pcie), C(temperature), C(fabric)): a dict of values, V(not supported), or C({error}) when NVML
-              failed. Empty for a GPU NVML has lost or that needs a reset.
+              failed. Empty for a GPU NVML has lost or that needs a reset."
           type: dict
           sample:
             ecc: {volatile_uncorrected: 0, aggregate_uncorrected: 0, volatile_corrected: 0, aggregate_corrected: 0}
