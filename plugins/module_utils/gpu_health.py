@@ -103,7 +103,7 @@ FABRIC_STATES = {0: "not supported", 1: "not started", 2: "in progress", 3: "com
 FABRIC_HEALTH = {0: "not supported", 1: "healthy", 2: "unhealthy", 3: "limited capacity"}
 
 # nvml.h nvmlDeviceGpuRecoveryAction_t (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) -> (name, severity, action);
-# DCGM MonitorDriver... (DCGM_FR_GPU_RECOVERY_*): RESET, REBOOT and DRAIN_AND_RESET FAIL, DRAIN_P2P WARN
+# DCGM MonitorGpuRecoveryAction: GPU_RESET, NODE_REBOOT and DRAIN_AND_RESET FAIL, DRAIN_P2P WARN
 RECOVERY_ACTIONS = {
     0: ("none", "healthy", "none"),
     1: ("gpu_reset", "unhealthy", "reset_gpu"),
@@ -215,9 +215,9 @@ def classify_row_remap(values, thresholds):
     """``values``: {corrected, uncorrected, pending, failure} of nvmlDeviceGetRemappedRows."""
     found = []
     if values.get("failure"):
-        # MonitorMemRowRemapFailure: FAIL; no spare row is left for the bank: the board needs field diagnostics
+        # MonitorMemRowRemapFailures: FAIL; no spare row is left for the bank: the board needs field diagnostics
         found.append(finding("row_remap", "unhealthy", "field_diagnostics", "a row remap failed (no spare row left)",
-                             DCGM + " MonitorMemRowRemapFailure"))
+                             DCGM + " MonitorMemRowRemapFailures"))
     if values.get("pending"):
         # nvml.h nvmlDeviceGetRemappedRows: a pending remap takes effect at the next GPU reset
         found.append(finding("row_remap", "degraded", "reset_gpu", "a row remap is pending until the GPU is reset",
@@ -236,17 +236,17 @@ def classify_retired_pages(values, thresholds):
     found = []
     total = (values.get("single_bit") or 0) + (values.get("double_bit") or 0)
     if total >= thresholds["retired_pages"]:
-        # MonitorMemRetiredPages: FAIL at DCGM_LIMIT_MAX_RETIRED_PAGES retired pages
+        # MonitorMemSbeDbeRetiredPages: FAIL at DCGM_LIMIT_MAX_RETIRED_PAGES retired pages
         found.append(finding("retired_pages", "unhealthy", "field_diagnostics",
                              "%d retired pages (limit %d)" % (total, thresholds["retired_pages"]),
-                             DCGM + " MonitorMemRetiredPages; " + DCGM_LIMITS))
+                             DCGM + " MonitorMemSbeDbeRetiredPages; " + DCGM_LIMITS))
     elif (values.get("double_bit") or 0) > thresholds["retired_pages_dbe"]:
         # DCGM fails only when more than one more page is retired within a week after the soft limit; one reading
         # has no history, so it is a warning here
         found.append(finding("retired_pages", "degraded", "field_diagnostics",
                              "%d pages retired for double-bit errors (soft limit %d)"
                              % (values["double_bit"], thresholds["retired_pages_dbe"]),
-                             DCGM + " MonitorMemRetiredPages; " + DCGM_LIMITS))
+                             DCGM + " MonitorMemSbeDbeRetiredPages; " + DCGM_LIMITS))
     if values.get("pending"):
         # MonitorMemRetiredPending: WARN; the retirement takes effect when the GPU is reset
         found.append(finding("retired_pages", "degraded", "reset_gpu",
@@ -307,20 +307,42 @@ def classify_temperature(values, thresholds):
     return []
 
 
+# nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*: (what, shift, width, values that are a fault); DCGM MonitorFabricFields
+# FAILs on each of them
+FABRIC_HEALTH_MASK = (
+    ("bandwidth degraded", 0, 0x3, (1,)),
+    ("route recovery in progress", 2, 0x3, (1,)),
+    ("route unhealthy", 4, 0x3, (1,)),
+    ("access timeout recovery in progress", 6, 0x3, (1,)),
+    ("incorrect configuration", 8, 0xf, tuple(range(2, 16))),
+)
+
+
 def classify_fabric(values):
-    """``values``: {state, status, health_summary} of nvmlDeviceGetGpuFabricInfoV (NVSwitch systems)."""
+    """``values``: {state, status, health_mask, health_summary} of nvmlDeviceGetGpuFabricInfoV (NVSwitch systems).
+
+    DCGM MonitorFabricFields: fabric manager training in progress WARN, not started or failed FAIL, each fault bit of
+    the health mask FAIL. CUDA cannot use the GPU until the fabric manager has registered it.
+    """
     state = values.get("state")
-    source = NVML_DOC + " nvmlDeviceGetGpuFabricInfoV"
-    if state in (1, 2):
-        # CUDA cannot start on the GPU until the fabric manager has registered it
+    source = DCGM + " MonitorFabricFields; " + NVML_DOC + " nvmlDeviceGetGpuFabricInfoV"
+    if state == 2:
+        return [finding("fabric", "degraded", "none",
+                        "NVSwitch fabric registration in progress (nvidia-fabricmanager has not finished)", source)]
+    if state == 1:
         return [finding("fabric", "unhealthy", "none",
-                        "NVSwitch fabric %s (nvidia-fabricmanager has not finished)" % FABRIC_STATES[state], source)]
+                        "NVSwitch fabric registration not started (is nvidia-fabricmanager running?)", source)]
     if state != 3:
         return []
-    status = values.get("status")
-    if status:
-        return [finding("fabric", "unhealthy", "reset_gpu", "NVSwitch fabric registration failed (%s)" % status,
-                        source)]
+    if values.get("status"):
+        return [finding("fabric", "unhealthy", "reset_gpu",
+                        "NVSwitch fabric registration failed (%s)" % values["status"], source)]
+    mask = values.get("health_mask") or 0
+    faults = [what for what, shift, width, bad in FABRIC_HEALTH_MASK if (mask >> shift) & width in bad]
+    if faults:
+        return [finding("fabric", "unhealthy", "reset_gpu", "NVSwitch fabric: %s (health mask 0x%x)"
+                        % (", ".join(faults), mask), source)]
+    # nvmlGpuFabricInfo_v3_t healthSummary (R560 and later): 2 unhealthy, 3 limited capacity
     health = values.get("health_summary")
     if health == 2:
         return [finding("fabric", "unhealthy", "reset_gpu", "NVSwitch fabric unhealthy", source)]
@@ -330,12 +352,12 @@ def classify_fabric(values):
 
 
 def classify_recovery_action(value):
-    """``value``: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, what the driver recommends (DCGM MonitorDriver...)."""
+    """``value``: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, what the driver recommends (DCGM MonitorGpuRecoveryAction)."""
     if value is None or value == 0:
         return []
     name, severity, action = RECOVERY_ACTIONS.get(value, ("unknown (%s)" % value, "degraded", "none"))
     return [finding("recovery_action", severity, action, "the driver recommends a recovery action: %s" % name,
-                    DCGM + " (DCGM_FR_GPU_RECOVERY_*); " + NVML_DOC + " nvmlDeviceGpuRecoveryAction_t")]
+                    DCGM + " MonitorGpuRecoveryAction; " + NVML_DOC + " nvmlDeviceGpuRecoveryAction_t")]
 
 
 # --- Xids ---------------------------------------------------------------------------------------------------------

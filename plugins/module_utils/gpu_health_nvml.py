@@ -152,6 +152,7 @@ def read_fabric(lib, handle):
     return {
         "state": state,
         "status": describe_error(lib, lib.NVMLError(status)) if status else None,
+        "health_mask": int(getattr(info, "healthMask", 0)),
         "health_summary": int(getattr(info, "healthSummary", 0)) or None,
     }
 

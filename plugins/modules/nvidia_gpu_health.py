@@ -218,7 +218,7 @@ health:
             clocks: {reasons: 0}
             pcie: {generation: 5, generation_max: 5, width: 16, width_max: 16, replays: 0}
             temperature: {current: 40, slowdown: 90}
-            fabric: {state: 3, status: null, health_summary: 1}
+            fabric: {state: 3, status: null, health_mask: 0, health_summary: 1}
         not_supported:
           description: The signals the GPU does not support.
           type: list

@@ -482,8 +482,8 @@ def expected_health(gpu):
         "temperature": gpu["temperature"],
         "temperature_slowdown": gpu["temperature_slowdown"],
         "temperature_shutdown": gpu["temperature_slowdown"] + 5,
-        "fabric": {"state": _FABRIC_STATES[fabric], "status": 0, "health_summary": _FABRIC_HEALTH[gpu["fabric_health"]]}
-        if fabric else NOT_SUPPORTED,
+        "fabric": {"state": _FABRIC_STATES[fabric], "status": 0, "health_mask": gpu["fabric_health_mask"],
+                   "health_summary": _FABRIC_HEALTH[gpu["fabric_health"]]} if fabric else NOT_SUPPORTED,
         "recovery_action": {"return": 0, "value": _RECOVERY[gpu["recovery_action"]]}
         if gpu["recovery_action"] != "not_supported" else {"return": 3, "value": 0},
     }
@@ -553,6 +553,7 @@ def test_reset_required_answers_only_the_health_queries(libdir, tmp_path):
 def test_per_gpu_not_supported_recovery_and_fabric_health(libdir, tmp_path):
     text = GPU_HEADER + ("not_supported = nvmlDeviceGetPcieReplayCounter, nvmlDeviceGetTotalEccErrors\n"
                          "recovery_action = drain_and_reset\nfabric_state = completed\nfabric_health = limited\n"
+                         "fabric_health_mask = 0x10\n"
                          "[gpu]\nname = NVIDIA A100-SXM4-40GB\nuuid = GPU-3b041641-1788-44f2-a60d-f25453fe2e86\n"
                          "memory_total_mib = 40960\npci_bus_id = 00000000:08:00.0\npci_device_id = 0x20B010DE\n"
                          "compute_capability = 8.0\nrecovery_action = not_supported\n")
@@ -561,7 +562,7 @@ def test_per_gpu_not_supported_recovery_and_fabric_health(libdir, tmp_path):
     assert error_of(first["pcie"]["PcieReplayCounter"]) == "NVMLError_NotSupported", stderr
     assert error_of(first["ecc"]["volatile_uncorrected"]) == "NVMLError_NotSupported"
     assert first["recovery_action"] == {"return": 0, "value": 4}
-    assert first["fabric"] == {"state": 3, "status": 0, "health_summary": 3}
+    assert first["fabric"] == {"state": 3, "status": 0, "health_mask": 0x10, "health_summary": 3}
     assert first["pcie"]["MaxPcieLinkGeneration"] == 4  # Ampere: Gen4
     # the second GPU keeps what the first one's section said about itself
     assert second["pcie"]["PcieReplayCounter"] == 0 and second["ecc"]["volatile_uncorrected"] == 0
@@ -585,6 +586,8 @@ def test_remapped_rows_not_supported_while_mig_devices_exist(libdir):
     ("clocks_event_reasons = 72", "clocks_event_reasons must be a hexadecimal mask"),
     ("fabric_state = done", "fabric_state must be not_started, in_progress or completed"),
     ("fabric_health = limited", "sets fabric_health without fabric_state"),
+    ("fabric_health_mask = 0x10", "sets fabric_health without fabric_state"),
+    ("fabric_health_mask = 16", "fabric_health_mask must be a hexadecimal mask"),
     ("recovery_action = pray", "recovery_action must be none, gpu_reset"),
     ("not_supported = nvmlDeviceGetNothing", "unknown function 'nvmlDeviceGetNothing'"),
     ("temperature = 40\ntemperature = 41", "given twice"),

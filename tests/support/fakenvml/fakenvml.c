@@ -52,6 +52,7 @@
  *   fabric_state = completed        # not_started | in_progress | completed; omitted: nvmlDeviceGetGpuFabricInfo*
  *                                   #   answer NOT_SUPPORTED (no NVSwitch)
  *   fabric_health = healthy         # healthy | unhealthy | limited (healthSummary of the v3 struct)
+ *   fabric_health_mask = 0x0        # healthMask of the v2 and v3 structs (NVML_GPU_FABRIC_HEALTH_MASK_*)
  *   recovery_action = none          # none | gpu_reset | node_reboot | drain_p2p | drain_and_reset |
  *                                   #   not_supported: field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) of
  *                                   #   nvmlDeviceGetFieldValues; any other field answers NOT_SUPPORTED
@@ -257,6 +258,7 @@ struct fake_device {
     unsigned long long clocks_event_reasons;
     int fabric_state;    /* -1: no fabric (NOT_SUPPORTED), else NVML_GPU_FABRIC_STATE_* */
     int fabric_health;   /* NVML_GPU_FABRIC_HEALTH_SUMMARY_* */
+    unsigned int fabric_health_mask;
     int recovery_action; /* -1: field not supported, else NVML_GPU_RECOVERY_ACTION_* */
     unsigned char *not_supported; /* per-GPU not_supported list, indexed like known_functions */
 };
@@ -571,13 +573,13 @@ static int unescape(char *value)
 enum gpu_key {
     K_NAME, K_UUID, K_MEMORY, K_MEMORY_USED, K_BUS_ID, K_DEVICE_ID, K_SUBSYSTEM_ID, K_CC,
     K_MIG_MODE, K_MIG_PENDING, K_MAX_MIG, K_MIG_DEVICES, K_PCI_CLASS, K_MIG_SM, K_NOT_SUPPORTED, K_GPU_STATE,
-    K_CLOCKS, K_FABRIC_STATE, K_FABRIC_HEALTH, K_RECOVERY, K_GPU_KEYS
+    K_CLOCKS, K_FABRIC_STATE, K_FABRIC_HEALTH, K_RECOVERY, K_FABRIC_MASK, K_GPU_KEYS
 };
 static const char *const gpu_keys[K_GPU_KEYS] = {
     "name", "uuid", "memory_total_mib", "memory_used_mib", "pci_bus_id", "pci_device_id",
     "pci_subsystem_id", "compute_capability", "mig_mode", "mig_pending", "max_mig_devices", "mig_devices",
     "pci_class", "mig_multiprocessors_per_slice", "not_supported", "gpu_state", "clocks_event_reasons",
-    "fabric_state", "fabric_health", "recovery_action",
+    "fabric_state", "fabric_health", "recovery_action", "fabric_health_mask",
 };
 /* A [gpu] section's keys: gpu_keys, then health_keys (K_GPU_KEYS + enum health_value). */
 #define N_SECTION_KEYS (K_GPU_KEYS + H_VALUES)
@@ -711,14 +713,22 @@ static int set_gpu_key(struct parser *p, struct fake_device *d, int key, char *v
         d->state = (enum gpu_state)i;
         return 0;
     }
-    case K_CLOCKS: {
+    case K_CLOCKS:
+    case K_FABRIC_MASK: {
         char *end;
-        if (strncmp(value, "0x", 2) != 0 || !isxdigit((unsigned char)value[2]))
-            return fail(p, p->line, "clocks_event_reasons must be a hexadecimal mask like 0x48, not '%s'", value);
-        errno = 0;
-        d->clocks_event_reasons = strtoull(value + 2, &end, 16);
-        if (errno || *end)
-            return fail(p, p->line, "clocks_event_reasons must be a hexadecimal mask like 0x48, not '%s'", value);
+        unsigned long long mask = 0;
+        int bad = strncmp(value, "0x", 2) != 0 || !isxdigit((unsigned char)value[2]);
+        if (!bad) {
+            errno = 0;
+            mask = strtoull(value + 2, &end, 16);
+            bad = errno || *end || (key == K_FABRIC_MASK && mask > 0xffffffffULL);
+        }
+        if (bad)
+            return fail(p, p->line, "%s must be a hexadecimal mask like 0x48, not '%s'", gpu_keys[key], value);
+        if (key == K_CLOCKS)
+            d->clocks_event_reasons = mask;
+        else
+            d->fabric_health_mask = (unsigned int)mask;
         return 0;
     }
     case K_FABRIC_STATE: {
@@ -828,7 +838,7 @@ static int finish_gpu(struct parser *p, struct fake_device *d)
         d->health[H_PCIE_WIDTH] = d->health[H_PCIE_WIDTH_MAX];
     if (d->health[H_PCIE_GEN] > d->health[H_PCIE_GEN_MAX] || d->health[H_PCIE_WIDTH] > d->health[H_PCIE_WIDTH_MAX])
         return fail(p, d->header_line, "[gpu] section %u has a PCIe link above its maximum", d->index);
-    if ((d->seen & (1ULL << K_FABRIC_HEALTH)) && d->fabric_state < 0)
+    if ((d->seen & ((1ULL << K_FABRIC_HEALTH) | (1ULL << K_FABRIC_MASK))) && d->fabric_state < 0)
         return fail(p, d->header_line, "[gpu] section %u sets fabric_health without fabric_state", d->index);
     if (pending_mig[d->index][0]) {
         int line = pending_mig_line[d->index];
@@ -1635,7 +1645,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabr
     info->status = NVML_SUCCESS;
     info->cliqueId = 1;
     info->state = (unsigned int)device->fabric_state;
-    info->healthMask = 0;
+    info->healthMask = device->fabric_health_mask;
     if (info->version == NVML_GPU_FABRIC_INFO_V3)
         info->healthSummary = (unsigned char)device->fabric_health;
     return NVML_SUCCESS;

@@ -92,7 +92,8 @@ def _fabric(handle):
     status = _call(pynvml.nvmlDeviceGetGpuFabricInfoV, handle, pynvml.byref(info))
     if _failed(status):
         return status
-    return {"state": info.state, "status": info.status, "health_summary": info.healthSummary}
+    return {"state": info.state, "status": info.status, "health_mask": info.healthMask,
+            "health_summary": info.healthSummary}
 
 
 def _recovery_action(handle):

@@ -37,7 +37,7 @@ def test_ecc(values, expected):
 
 
 @pytest.mark.parametrize("values, expected", [
-    # MonitorMemRowRemapFailure: FAIL when DCGM_FI_DEV_ROW_REMAP_FAILED > 0
+    # MonitorMemRowRemapFailures: FAIL when DCGM_FI_DEV_ROW_REMAP_FAILED > 0
     ({"corrected": 0, "uncorrected": 3, "pending": False, "failure": True}, [("unhealthy", "field_diagnostics")]),
     # nvml.h nvmlDeviceGetRemappedRows: a pending remap is applied at the next reset; catalog Xid 63
     ({"corrected": 0, "uncorrected": 1, "pending": True, "failure": False}, [("degraded", "reset_gpu")]),
@@ -51,10 +51,10 @@ def test_row_remap(values, expected):
 
 
 @pytest.mark.parametrize("values, expected", [
-    # MonitorMemRetiredPages: FAIL when SBE + DBE retired pages >= DCGM_LIMIT_MAX_RETIRED_PAGES (63)
+    # MonitorMemSbeDbeRetiredPages: FAIL when SBE + DBE retired pages >= DCGM_LIMIT_MAX_RETIRED_PAGES (63)
     ({"single_bit": 40, "double_bit": 23, "pending": False}, [("unhealthy", "field_diagnostics")]),
     ({"single_bit": 40, "double_bit": 10, "pending": False}, []),
-    # MonitorMemRetiredPages: DBE pages above DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT (15) (DCGM also wants a weekly
+    # MonitorMemSbeDbeRetiredPages: DBE pages above DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT (15) (DCGM also wants a weekly
     # rate this single reading cannot see: a warning here)
     ({"single_bit": 0, "double_bit": 16, "pending": False}, [("degraded", "field_diagnostics")]),
     ({"single_bit": 0, "double_bit": 15, "pending": False}, []),
@@ -153,14 +153,24 @@ def test_temperature(values, margin, expected):
 
 
 @pytest.mark.parametrize("values, expected", [
-    # nvml.h nvmlGpuFabricState_t: 1 not started, 2 in progress, 3 completed; CUDA needs a registered GPU
+    # DcgmHealthWatch.cpp MonitorFabricFields: fabric manager training in progress WARN, not started FAIL, failed
+    # FAIL (nvml.h nvmlGpuFabricState_t: 1 not started, 2 in progress, 3 completed; status: the probe's error)
     ({"state": 1}, ("unhealthy", "none")),
-    ({"state": 2}, ("unhealthy", "none")),
-    ({"state": 3, "status": None, "health_summary": 1}, None),
+    ({"state": 2}, ("degraded", "none")),
+    ({"state": 3, "status": None, "health_mask": 0, "health_summary": 1}, None),
+    ({"state": 3, "status": "Unknown Error (NVML_ERROR_UNKNOWN)", "health_summary": None}, ("unhealthy", "reset_gpu")),
+    # MonitorFabricFields: FAIL for each NVML_GPU_FABRIC_HEALTH_MASK_* fault: degraded bandwidth (bits 0-1 == 1),
+    # route recovery (2-3), route unhealthy (4-5), access timeout recovery (6-7), incorrect configuration (8-11 > 1)
+    ({"state": 3, "health_mask": 0x1}, ("unhealthy", "reset_gpu")),
+    ({"state": 3, "health_mask": 0x4}, ("unhealthy", "reset_gpu")),
+    ({"state": 3, "health_mask": 0x10}, ("unhealthy", "reset_gpu")),
+    ({"state": 3, "health_mask": 0x40}, ("unhealthy", "reset_gpu")),
+    ({"state": 3, "health_mask": 0x300}, ("unhealthy", "reset_gpu")),
+    # "false" (2) in the two-bit fields and "none" (1) for the configuration are no fault
+    ({"state": 3, "health_mask": 0x2 | 0x8 | 0x20 | 0x80 | 0x100}, None),
     # nvmlGpuFabricInfo_v3_t healthSummary: 2 unhealthy, 3 limited capacity
     ({"state": 3, "status": None, "health_summary": 2}, ("unhealthy", "reset_gpu")),
     ({"state": 3, "status": None, "health_summary": 3}, ("degraded", "none")),
-    ({"state": 3, "status": "Unknown Error (NVML_ERROR_UNKNOWN)", "health_summary": None}, ("unhealthy", "reset_gpu")),
 ])
 def test_fabric(values, expected):
     assert only(gh.classify_fabric(values)) == expected
