@@ -287,25 +287,46 @@ def discover_nvml(lib=None, decoder=None, pci_class=None, timeout=None):
     ``decoder``: a ``TextDecoder`` collecting warnings about strings that are not
     UTF-8; ``pci_class(bus_id)``: a GPU's PCI class.
     """
+    decoder = decoder if decoder is not None else TextDecoder()
+
+    def work(lib):
+        try:
+            driver_version = decoder.call("NVML's driver version", lib.nvmlSystemGetDriverVersion)
+            cuda_driver_version = _cuda_version(_optional(lib, lib.nvmlSystemGetCudaDriverVersion))
+            count = int(lib.nvmlDeviceGetCount())
+            devices = [_device(lib, index, decoder, pci_class) for index in range(count)]
+        except lib.NVMLError as error:
+            raise SourceUnavailable("NVML query failed: %s" % describe_error(lib, error), expected=False)
+        return driver_version, cuda_driver_version, devices
+
+    return run_nvml(work, lib=lib, timeout=timeout)
+
+
+def run_nvml(work, lib=None, timeout=None, thread_name="nvml-discovery"):
+    """Return ``work(lib)`` run between one ``nvmlInit`` and ``nvmlShutdown``.
+
+    Raises SourceUnavailable naming the cause when the bindings are missing or NVML cannot be initialised, or
+    when the session has not ended within ``timeout`` seconds (None: wait as long as it takes; the session then
+    runs in a daemon thread, see the module's docstring). What ``work`` raises is raised here.
+    """
     lib = lib if lib is not None else pynvml
     if lib is None:
         raise SourceUnavailable(
             "the Python library pynvml (package nvidia-ml-py or python3-pynvml) is not installed",
             expected=False,
         )
-    decoder = decoder if decoder is not None else TextDecoder()
     capture = _StderrCapture()
     if not timeout:
-        return _session(lib, decoder, pci_class, capture)
+        return _session(lib, work, capture)
     outcome = {}
 
     def run():
         try:
-            outcome["result"] = _session(lib, decoder, pci_class, capture)
+            outcome["result"] = _session(lib, work, capture)
         except BaseException as error:  # pylint: disable=broad-except  # handed to the waiting thread
             outcome["error"] = error
 
-    worker = threading.Thread(target=run, name="nvml-discovery")
+    worker = threading.Thread(target=run, name=thread_name)
     worker.daemon = True
     worker.start()
     worker.join(timeout)
@@ -318,7 +339,7 @@ def discover_nvml(lib=None, decoder=None, pci_class=None, timeout=None):
     return outcome["result"]
 
 
-def _session(lib, decoder, pci_class, capture):
+def _session(lib, work, capture):
     with capture:
         try:
             lib.nvmlInit()
@@ -333,15 +354,9 @@ def _session(lib, decoder, pci_class, capture):
         expected = error_code(init_error) == getattr(lib, "NVML_ERROR_LIBRARY_NOT_FOUND", _LIBRARY_NOT_FOUND)
         raise SourceUnavailable("NVML could not be initialised: %s" % cause, expected=expected)
     try:
-        driver_version = decoder.call("NVML's driver version", lib.nvmlSystemGetDriverVersion)
-        cuda_driver_version = _cuda_version(_optional(lib, lib.nvmlSystemGetCudaDriverVersion))
-        count = int(lib.nvmlDeviceGetCount())
-        devices = [_device(lib, index, decoder, pci_class) for index in range(count)]
-    except lib.NVMLError as error:
-        raise SourceUnavailable("NVML query failed: %s" % describe_error(lib, error), expected=False)
+        return work(lib)
     finally:
         try:
             lib.nvmlShutdown()
         except lib.NVMLError:
             pass
-    return driver_version, cuda_driver_version, devices

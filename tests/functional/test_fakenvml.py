@@ -447,3 +447,193 @@ def test_debian_pynvml_on_node_image(libdir):
     assert v1["devices"][0]["mig_devices"][0]["attributes_v1"] == ATTRIBUTES["1g.10gb+me"]
     # python3-pynvml 11 decodes names itself too, and fails on bytes that are not UTF-8
     assert bad["devices"][0]["name"] == {"error": "UnicodeDecodeError", "raw": "NVIDIA A100\\xe9-SXM4-40GB \\xff"}
+
+
+# --- health signals ----------------------------------------------------------------------------------------------
+
+HEALTH_PROFILES = ("h100x8", "t4x1", "a100x4-mig", "h100x8-faults")
+NOT_SUPPORTED = {"error": "NVMLError_NotSupported", "message": "Not Supported"}
+_RECOVERY = {"none": 0, "gpu_reset": 1, "node_reboot": 2, "drain_p2p": 3, "drain_and_reset": 4}
+_FABRIC_STATES = {"not_started": 1, "in_progress": 2, "completed": 3}
+_FABRIC_HEALTH = {"healthy": 1, "unhealthy": 2, "limited": 3}
+
+
+def expected_health(gpu):
+    """What probe.health() should read for a profile's [gpu] section (fakenvml.c's defaults filled in)."""
+    remaps = gpu["remaps_rows"] and not (gpu.get("mig_mode") == 1 and gpu.get("mig_devices"))
+    retired = not gpu["remaps_rows"]
+    pages = [[((cause + 1) << 32) | ((i + 1) << 12) for i in range(gpu["retired_pages_" + name])]
+             for cause, name in enumerate(("sbe", "dbe"))]
+    fabric = gpu["fabric_state"]
+    return {
+        "ecc": {"%s_%s" % (counter, kind): gpu["ecc_%s_%s" % (counter, kind)]
+                for kind in ("uncorrected", "corrected") for counter in ("volatile", "aggregate")},
+        "remapped_rows": [gpu["remapped_rows_corrected"], gpu["remapped_rows_uncorrected"], gpu["remap_pending"],
+                          gpu["remap_failure"]] if remaps else NOT_SUPPORTED,
+        "retired_pages": pages if retired else [NOT_SUPPORTED, NOT_SUPPORTED],
+        "retired_pages_v2": [[{"address": a, "timestamp": 1700000000 + i} for i, a in enumerate(cause)]
+                             for cause in pages] if retired else [NOT_SUPPORTED, NOT_SUPPORTED],
+        "retired_pages_pending": gpu["retired_pages_pending"] if retired else NOT_SUPPORTED,
+        "clocks_event_reasons": gpu["clocks_event_reasons"],
+        "clocks_throttle_reasons": gpu["clocks_event_reasons"],
+        "pcie": {"CurrPcieLinkGeneration": gpu["pcie_link_gen"], "MaxPcieLinkGeneration": gpu["pcie_link_gen_max"],
+                 "CurrPcieLinkWidth": gpu["pcie_link_width"], "MaxPcieLinkWidth": gpu["pcie_link_width_max"],
+                 "PcieReplayCounter": gpu["pcie_replay_counter"]},
+        "temperature": gpu["temperature"],
+        "temperature_slowdown": gpu["temperature_slowdown"],
+        "temperature_shutdown": gpu["temperature_slowdown"] + 5,
+        "fabric": {"state": _FABRIC_STATES[fabric], "status": 0, "health_mask": gpu["fabric_health_mask"],
+                   "health_summary": _FABRIC_HEALTH[gpu["fabric_health"]]} if fabric else NOT_SUPPORTED,
+        "recovery_action": {"return": 0, "value": _RECOVERY[gpu["recovery_action"]]}
+        if gpu["recovery_action"] != "not_supported" else {"return": 3, "value": 0},
+    }
+
+
+@pytest.mark.parametrize("name", HEALTH_PROFILES)
+def test_health_signals_match_the_profile(libdir, name):
+    """Every health call answers per GPU from the profile; healthy where the profile says nothing."""
+    profile = load_profile(name)
+    got, stderr = run_probe(libdir, PROFILES / f"{name}.conf")
+    assert got["init"] == "ok", stderr
+    for index, (device, gpu) in enumerate(zip(got["devices"], profile["gpus"])):
+        if gpu["gpu_state"] == "lost":
+            assert device == {"error": "NVMLError_GpuIsLost", "message": "GPU is lost"}, index
+            continue
+        assert device["health"] == expected_health(gpu), index
+
+
+def test_healthy_by_default(libdir):
+    """The profiles written before the health keys read as healthy GPUs (no error, no slowdown, full link)."""
+    got, _stderr = run_probe(libdir, PROFILES / "h100x8.conf")
+    for device in got["devices"]:
+        health = device["health"]
+        assert set(health["ecc"].values()) == {0}
+        assert health["remapped_rows"] == [0, 0, 0, 0]
+        assert health["retired_pages"] == [NOT_SUPPORTED, NOT_SUPPORTED]  # Hopper remaps rows
+        assert health["clocks_event_reasons"] == 0
+        assert health["pcie"]["CurrPcieLinkWidth"] == health["pcie"]["MaxPcieLinkWidth"] == 16
+        assert health["pcie"]["CurrPcieLinkGeneration"] == health["pcie"]["MaxPcieLinkGeneration"] == 5
+        assert health["temperature"] < health["temperature_slowdown"]
+        assert health["fabric"] == NOT_SUPPORTED  # no NVSwitch in the profile
+        assert health["recovery_action"] == {"return": 0, "value": 0}
+    t4 = run_probe(libdir, PROFILES / "t4x1.conf")[0]["devices"][0]["health"]
+    assert t4["remapped_rows"] == NOT_SUPPORTED  # Turing retires pages instead
+    assert t4["retired_pages"] == [[], []] and t4["retired_pages_pending"] == 0
+    assert t4["pcie"]["MaxPcieLinkGeneration"] == 3
+
+
+def test_fault_profile_has_one_fault_per_gpu():
+    gpus = load_profile("h100x8-faults")["gpus"]
+    assert len(gpus) == 8
+    assert gpus[1]["ecc_volatile_uncorrected"] > 0
+    assert gpus[2]["remap_pending"] == 1 and gpus[3]["remap_failure"] == 1
+    assert gpus[4]["gpu_state"] == "lost"
+    assert gpus[5]["pcie_link_width"] < gpus[5]["pcie_link_width_max"]
+    assert gpus[6]["clocks_event_reasons"] & 0x40 and gpus[6]["temperature"] >= gpus[6]["temperature_slowdown"]
+    assert gpus[7]["fabric_state"] == "in_progress"
+
+
+GPU_HEADER = ("driver_version = 570.86.15\ncuda_driver_version = 12080\n[gpu]\nname = NVIDIA A100-SXM4-40GB\n"
+              "uuid = GPU-3b041641-1788-44f2-a60d-f25453fe2e85\nmemory_total_mib = 40960\n"
+              "pci_bus_id = 00000000:07:00.0\npci_device_id = 0x20B010DE\ncompute_capability = 8.0\n")
+
+
+def test_reset_required_answers_only_the_health_queries(libdir, tmp_path):
+    got, _stderr = run_probe(libdir, write(tmp_path, GPU_HEADER + "gpu_state = reset_required\n"))
+    device = got["devices"][0]
+    assert device["name"] == "NVIDIA A100-SXM4-40GB"
+    assert device["pci"]["bus_id"] == "00000000:07:00.0"
+    health = device["health"]
+    assert error_of(health["ecc"]["volatile_uncorrected"]) == "NVMLError_ResetRequired"
+    assert error_of(health["remapped_rows"]) == "NVMLError_ResetRequired"
+    assert error_of(health["temperature"]) == "NVMLError_ResetRequired"
+    assert error_of(health["recovery_action"]) == "NVMLError_ResetRequired"
+
+
+def test_per_gpu_not_supported_recovery_and_fabric_health(libdir, tmp_path):
+    text = GPU_HEADER + ("not_supported = nvmlDeviceGetPcieReplayCounter, nvmlDeviceGetTotalEccErrors\n"
+                         "recovery_action = drain_and_reset\nfabric_state = completed\nfabric_health = limited\n"
+                         "fabric_health_mask = 0x10\n"
+                         "[gpu]\nname = NVIDIA A100-SXM4-40GB\nuuid = GPU-3b041641-1788-44f2-a60d-f25453fe2e86\n"
+                         "memory_total_mib = 40960\npci_bus_id = 00000000:08:00.0\npci_device_id = 0x20B010DE\n"
+                         "compute_capability = 8.0\nrecovery_action = not_supported\n")
+    got, stderr = run_probe(libdir, write(tmp_path, text))
+    first, second = (device["health"] for device in got["devices"])
+    assert error_of(first["pcie"]["PcieReplayCounter"]) == "NVMLError_NotSupported", stderr
+    assert error_of(first["ecc"]["volatile_uncorrected"]) == "NVMLError_NotSupported"
+    assert first["recovery_action"] == {"return": 0, "value": 4}
+    assert first["fabric"] == {"state": 3, "status": 0, "health_mask": 0x10, "health_summary": 3}
+    assert first["pcie"]["MaxPcieLinkGeneration"] == 4  # Ampere: Gen4
+    # the second GPU keeps what the first one's section said about itself
+    assert second["pcie"]["PcieReplayCounter"] == 0 and second["ecc"]["volatile_uncorrected"] == 0
+    assert second["recovery_action"] == {"return": 3, "value": 0}
+
+
+def test_remapped_rows_not_supported_while_mig_devices_exist(libdir):
+    got, _stderr = run_probe(libdir, PROFILES / "a100x4-mig.conf")
+    profile = load_profile("a100x4-mig")
+    for device, gpu in zip(got["devices"], profile["gpus"]):
+        with_instances = gpu.get("mig_mode") == 1 and gpu.get("mig_devices")
+        assert (device["health"]["remapped_rows"] == NOT_SUPPORTED) == bool(with_instances)
+
+
+@pytest.mark.parametrize("key_value, reason", [
+    ("gpu_state = gone", "gpu_state must be ok, lost or reset_required"),
+    ("ecc_volatile_uncorrected = -1", "ecc_volatile_uncorrected must be a number from 0"),
+    ("remap_pending = 2", "remap_pending must be a number from 0 to 1"),
+    ("pcie_link_width = 64", "pcie_link_width must be a number from 0 to 32"),
+    ("pcie_link_width = 8\npcie_link_width_max = 4", "has a PCIe link above its maximum"),
+    ("clocks_event_reasons = 72", "clocks_event_reasons must be a hexadecimal mask"),
+    ("fabric_state = done", "fabric_state must be not_started, in_progress or completed"),
+    ("fabric_health = limited", "sets fabric_health without fabric_state"),
+    ("fabric_health_mask = 0x10", "sets fabric_health without fabric_state"),
+    ("fabric_health_mask = 16", "fabric_health_mask must be a hexadecimal mask"),
+    ("recovery_action = pray", "recovery_action must be none, gpu_reset"),
+    ("not_supported = nvmlDeviceGetNothing", "unknown function 'nvmlDeviceGetNothing'"),
+    ("temperature = 40\ntemperature = 41", "given twice"),
+])
+def test_malformed_health_keys(libdir, tmp_path, key_value, reason):
+    path = write(tmp_path, GPU_HEADER + key_value + "\n")
+    got, stderr = run_probe(libdir, path)
+    assert error_of(got["init"]) == "NVMLError_Unknown"
+    assert stderr.startswith(f"fakenvml: {path}:")
+    assert reason in stderr
+
+
+def test_health_c_level_contract(libdir, tmp_path):
+    """Buffer sizing of nvmlDeviceGetRetiredPages and the fabric info struct versions, called as NVML's users do."""
+    script = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+print(lib.nvmlInit_v2())
+handle = ctypes.c_void_p()
+lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+count = ctypes.c_uint(0)
+print(lib.nvmlDeviceGetRetiredPages(handle, 1, ctypes.byref(count), None), count.value)
+pages = (ctypes.c_ulonglong * 2)()
+count.value = 2
+print(lib.nvmlDeviceGetRetiredPages(handle, 1, ctypes.byref(count), pages), count.value)
+count.value = 3
+pages = (ctypes.c_ulonglong * 3)()
+print(lib.nvmlDeviceGetRetiredPages(handle, 1, ctypes.byref(count), pages), count.value, hex(pages[2]))
+print(lib.nvmlDeviceGetRetiredPages(handle, 2, ctypes.byref(count), pages))
+info = (ctypes.c_uint * 10)()
+info[0] = 0x01000020
+print(lib.nvmlDeviceGetGpuFabricInfoV(handle, info))
+print(lib.nvmlDeviceGetTemperature(handle, 1, ctypes.byref(count)))
+print(lib.nvmlShutdown(), lib.nvmlDeviceGetRetiredPages(handle, 1, ctypes.byref(count), pages))
+"""
+    text = GPU_HEADER.replace("compute_capability = 8.0", "compute_capability = 7.0") + "retired_pages_dbe = 3\n"
+    env = dict(os.environ, FAKENVML_CONFIG=str(write(tmp_path, text)))
+    out = subprocess.run([sys.executable, "-c", script, str(libdir / "full" / "libnvidia-ml.so.1")], env=env,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [
+        "0",
+        "7 3",             # NVML_ERROR_INSUFFICIENT_SIZE with the count needed
+        "7 3",             # still too small
+        "0 3 0x200003000",  # cause 1 (double-bit), third page
+        "2",               # NVML_ERROR_INVALID_ARGUMENT: no such cause
+        "25",              # NVML_ERROR_ARGUMENT_VERSION_MISMATCH for a struct version it does not know
+        "2",               # only the GPU sensor exists
+        "0 1",             # NVML_ERROR_UNINITIALIZED after shutdown
+    ]

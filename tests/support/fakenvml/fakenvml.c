@@ -23,6 +23,39 @@
  *   max_mig_devices = 7
  *   mig_devices = 3g.40gb, 2g.20gb, 1g.10gb+me, 1c.2g.20gb
  *   mig_multiprocessors_per_slice = 16
+ *   not_supported = nvmlDeviceGetPcieReplayCounter   # this GPU only (also accepted globally, above)
+ *
+ * Health signals, per [gpu] section, healthy by default:
+ *
+ *   gpu_state = ok                  # ok | lost (NVML_ERROR_GPU_IS_LOST from nvmlDeviceGetHandleByIndex and
+ *                                   #   every query) | reset_required (NVML_ERROR_RESET_REQUIRED from the
+ *                                   #   health queries; name, UUID and PCI info still answer)
+ *   ecc_volatile_uncorrected = 0    # nvmlDeviceGetTotalEccErrors, per error type and counter type
+ *   ecc_aggregate_uncorrected = 0
+ *   ecc_volatile_corrected = 0
+ *   ecc_aggregate_corrected = 0
+ *   remapped_rows_corrected = 0     # nvmlDeviceGetRemappedRows (compute capability 8.0 and later, and not
+ *   remapped_rows_uncorrected = 0   #   while MIG devices exist; NOT_SUPPORTED otherwise)
+ *   remap_pending = 0               # 0 or 1
+ *   remap_failure = 0               # 0 or 1
+ *   retired_pages_sbe = 0           # nvmlDeviceGetRetiredPages[_v2] per cause (before compute capability
+ *   retired_pages_dbe = 0           #   8.0; NOT_SUPPORTED from 8.0 on, where rows are remapped instead)
+ *   retired_pages_pending = 0       # nvmlDeviceGetRetiredPagesPendingStatus, 0 or 1
+ *   clocks_event_reasons = 0x0      # nvmlDeviceGetCurrentClocksEventReasons (and ...ThrottleReasons)
+ *   pcie_link_gen = 5               # current; default the maximum
+ *   pcie_link_gen_max = 5           # default 5 from compute capability 9.0, 4 for 8.x, 3 before
+ *   pcie_link_width = 16            # current; default the maximum
+ *   pcie_link_width_max = 16
+ *   pcie_replay_counter = 0
+ *   temperature = 40                # nvmlDeviceGetTemperature (GPU sensor), degrees C
+ *   temperature_slowdown = 90       # nvmlDeviceGetTemperatureThreshold SLOWDOWN (SHUTDOWN is 5 more)
+ *   fabric_state = completed        # not_started | in_progress | completed; omitted: nvmlDeviceGetGpuFabricInfo*
+ *                                   #   answer NOT_SUPPORTED (no NVSwitch)
+ *   fabric_health = healthy         # healthy | unhealthy | limited (healthSummary of the v3 struct)
+ *   fabric_health_mask = 0x0        # healthMask of the v2 and v3 structs (NVML_GPU_FABRIC_HEALTH_MASK_*)
+ *   recovery_action = none          # none | gpu_reset | node_reboot | drain_p2p | drain_and_reset |
+ *                                   #   not_supported: field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) of
+ *                                   #   nvmlDeviceGetFieldValues; any other field answers NOT_SUPPORTED
  *
  * name and driver_version may hold \xHH escapes (and \\ for a backslash), to give
  * strings that are not UTF-8, as a driver or a board with a corrupt name string does.
@@ -118,6 +151,83 @@ typedef struct {
     char busId[32];
 } nvmlPciInfo_t;
 
+typedef union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    int valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+#define FABRIC_UUID_LEN 16
+
+typedef struct {
+    unsigned char clusterUuid[FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned int state;
+} nvmlGpuFabricInfo_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned int state;
+    unsigned int healthMask;
+    unsigned char healthSummary; /* v3 only */
+} nvmlGpuFabricInfoV_t;
+
+#define NVML_GPU_FABRIC_INFO_V2 0x02000024u /* sizeof the v2 struct (no healthSummary) | 2 << 24 */
+#define NVML_GPU_FABRIC_INFO_V3 0x03000028u
+
+enum gpu_state { STATE_OK, STATE_LOST, STATE_RESET_REQUIRED };
+
+/* Numeric health keys of a [gpu] section: name, field, largest value, default. */
+enum health_value {
+    H_ECC_VOL_UNC, H_ECC_AGG_UNC, H_ECC_VOL_COR, H_ECC_AGG_COR, H_REMAP_COR, H_REMAP_UNC, H_REMAP_PENDING,
+    H_REMAP_FAILURE, H_RETIRED_SBE, H_RETIRED_DBE, H_RETIRED_PENDING, H_PCIE_GEN, H_PCIE_GEN_MAX, H_PCIE_WIDTH,
+    H_PCIE_WIDTH_MAX, H_PCIE_REPLAYS, H_TEMPERATURE, H_TEMPERATURE_SLOWDOWN, H_VALUES
+};
+static const struct {
+    const char *name;
+    unsigned long long max;
+    unsigned long long fallback;
+} health_keys[H_VALUES] = {
+    {"ecc_volatile_uncorrected", 1ULL << 40, 0},
+    {"ecc_aggregate_uncorrected", 1ULL << 40, 0},
+    {"ecc_volatile_corrected", 1ULL << 40, 0},
+    {"ecc_aggregate_corrected", 1ULL << 40, 0},
+    {"remapped_rows_corrected", 100000, 0},
+    {"remapped_rows_uncorrected", 100000, 0},
+    {"remap_pending", 1, 0},
+    {"remap_failure", 1, 0},
+    {"retired_pages_sbe", 1024, 0},
+    {"retired_pages_dbe", 1024, 0},
+    {"retired_pages_pending", 1, 0},
+    {"pcie_link_gen", 6, 0},
+    {"pcie_link_gen_max", 6, 0},
+    {"pcie_link_width", 32, 0},
+    {"pcie_link_width_max", 32, 16},
+    {"pcie_replay_counter", 0xffffffffULL, 0},
+    {"temperature", 200, 40},
+    {"temperature_slowdown", 200, 90},
+};
+
 #define MAX_GPUS 64
 #define MAX_MIG 7
 #define NAME_LEN 96
@@ -128,7 +238,7 @@ struct fake_device {
     unsigned int index;
     struct fake_device *parent; /* set on MIG devices */
     int header_line;            /* line of the [gpu] header, for messages */
-    unsigned int seen;          /* bit per key, to refuse duplicates */
+    unsigned long long seen;    /* bit per key, to refuse duplicates */
     char name[NAME_LEN];
     char uuid[NAME_LEN];
     unsigned long long memory_total_mib, memory_used_mib;
@@ -142,6 +252,15 @@ struct fake_device {
     unsigned int mig_sm_per_slice;
     struct fake_device *mig[MAX_MIG];
     nvmlDeviceAttributes_t attributes; /* MIG devices only */
+    /* health signals */
+    enum gpu_state state;
+    unsigned long long health[H_VALUES];
+    unsigned long long clocks_event_reasons;
+    int fabric_state;    /* -1: no fabric (NOT_SUPPORTED), else NVML_GPU_FABRIC_STATE_* */
+    int fabric_health;   /* NVML_GPU_FABRIC_HEALTH_SUMMARY_* */
+    unsigned int fabric_health_mask;
+    int recovery_action; /* -1: field not supported, else NVML_GPU_RECOVERY_ACTION_* */
+    unsigned char *not_supported; /* per-GPU not_supported list, indexed like known_functions */
 };
 
 enum fault { FAULT_NONE, FAULT_DRIVER_NOT_LOADED, FAULT_NO_PERMISSION, FAULT_UNKNOWN, FAULT_HANG };
@@ -176,6 +295,23 @@ static const char *const known_functions[] = {
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
     "nvmlDeviceGetAttributes",
     "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetRetiredPages",
+    "nvmlDeviceGetRetiredPages_v2",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetPcieReplayCounter",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetTemperatureThreshold",
+    "nvmlDeviceGetGpuFabricInfo",
+    "nvmlDeviceGetGpuFabricInfoV",
+    "nvmlDeviceGetFieldValues",
 };
 #define N_KNOWN (sizeof(known_functions) / sizeof(known_functions[0]))
 
@@ -191,6 +327,7 @@ static struct {
     struct fake_device gpus[MAX_GPUS];
     unsigned int mig_total;
     struct fake_device migs[MAX_GPUS * MAX_MIG];
+    unsigned char gpu_not_supported[MAX_GPUS][N_KNOWN];
 } st;
 
 /* ------------------------------------------------------------------ */
@@ -435,13 +572,17 @@ static int unescape(char *value)
 
 enum gpu_key {
     K_NAME, K_UUID, K_MEMORY, K_MEMORY_USED, K_BUS_ID, K_DEVICE_ID, K_SUBSYSTEM_ID, K_CC,
-    K_MIG_MODE, K_MIG_PENDING, K_MAX_MIG, K_MIG_DEVICES, K_PCI_CLASS, K_MIG_SM, K_GPU_KEYS
+    K_MIG_MODE, K_MIG_PENDING, K_MAX_MIG, K_MIG_DEVICES, K_PCI_CLASS, K_MIG_SM, K_NOT_SUPPORTED, K_GPU_STATE,
+    K_CLOCKS, K_FABRIC_STATE, K_FABRIC_HEALTH, K_RECOVERY, K_FABRIC_MASK, K_GPU_KEYS
 };
 static const char *const gpu_keys[K_GPU_KEYS] = {
     "name", "uuid", "memory_total_mib", "memory_used_mib", "pci_bus_id", "pci_device_id",
     "pci_subsystem_id", "compute_capability", "mig_mode", "mig_pending", "max_mig_devices", "mig_devices",
-    "pci_class", "mig_multiprocessors_per_slice",
+    "pci_class", "mig_multiprocessors_per_slice", "not_supported", "gpu_state", "clocks_event_reasons",
+    "fabric_state", "fabric_health", "recovery_action", "fabric_health_mask",
 };
+/* A [gpu] section's keys: gpu_keys, then health_keys (K_GPU_KEYS + enum health_value). */
+#define N_SECTION_KEYS (K_GPU_KEYS + H_VALUES)
 static const char *const global_keys[] = {
     "driver_version", "cuda_driver_version", "nvml_version", "fault", "not_supported",
 };
@@ -453,7 +594,36 @@ static int gpu_key_index(const char *key)
     for (i = 0; i < K_GPU_KEYS; i++)
         if (strcmp(gpu_keys[i], key) == 0)
             return i;
+    for (i = 0; i < H_VALUES; i++)
+        if (strcmp(health_keys[i].name, key) == 0)
+            return K_GPU_KEYS + i;
     return -1;
+}
+
+/* index of value in names (NULL-terminated), or -1 */
+static int choice(const char *value, const char *const *names)
+{
+    int i;
+    for (i = 0; names[i]; i++)
+        if (strcmp(names[i], value) == 0)
+            return i;
+    return -1;
+}
+
+static int parse_function_list(struct parser *p, char *value, unsigned char *flags)
+{
+    char *item, *save = NULL;
+    for (item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        int i;
+        item = trim(item);
+        if (!*item)
+            continue;
+        i = known_index(item);
+        if (i < 0)
+            return fail(p, p->line, "not_supported names an unknown function '%s'", item);
+        flags[i] = 1;
+    }
+    return 0;
 }
 
 static int global_key_index(const char *key)
@@ -533,6 +703,69 @@ static int set_gpu_key(struct parser *p, struct fake_device *d, int key, char *v
             return fail(p, p->line, "mig_multiprocessors_per_slice must be 1 to 64, not '%s'", value);
         d->mig_sm_per_slice = (unsigned int)n;
         return 0;
+    case K_NOT_SUPPORTED:
+        return parse_function_list(p, value, d->not_supported);
+    case K_GPU_STATE: {
+        static const char *const names[] = {"ok", "lost", "reset_required", NULL};
+        int i = choice(value, names);
+        if (i < 0)
+            return fail(p, p->line, "gpu_state must be ok, lost or reset_required, not '%s'", value);
+        d->state = (enum gpu_state)i;
+        return 0;
+    }
+    case K_CLOCKS:
+    case K_FABRIC_MASK: {
+        char *end;
+        unsigned long long mask = 0;
+        int bad = strncmp(value, "0x", 2) != 0 || !isxdigit((unsigned char)value[2]);
+        if (!bad) {
+            errno = 0;
+            mask = strtoull(value + 2, &end, 16);
+            bad = errno || *end || (key == K_FABRIC_MASK && mask > 0xffffffffULL);
+        }
+        if (bad)
+            return fail(p, p->line, "%s must be a hexadecimal mask like 0x48, not '%s'", gpu_keys[key], value);
+        if (key == K_CLOCKS)
+            d->clocks_event_reasons = mask;
+        else
+            d->fabric_health_mask = (unsigned int)mask;
+        return 0;
+    }
+    case K_FABRIC_STATE: {
+        static const char *const names[] = {"not_supported", "not_started", "in_progress", "completed", NULL};
+        int i = choice(value, names);
+        if (i < 1)
+            return fail(p, p->line, "fabric_state must be not_started, in_progress or completed, not '%s'", value);
+        d->fabric_state = i;
+        return 0;
+    }
+    case K_FABRIC_HEALTH: {
+        static const char *const names[] = {"not_supported", "healthy", "unhealthy", "limited", NULL};
+        int i = choice(value, names);
+        if (i < 1)
+            return fail(p, p->line, "fabric_health must be healthy, unhealthy or limited, not '%s'", value);
+        d->fabric_health = i;
+        return 0;
+    }
+    case K_RECOVERY: {
+        static const char *const names[] = {"none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset",
+                                            NULL};
+        int i = choice(value, names);
+        if (i < 0 && strcmp(value, "not_supported") != 0)
+            return fail(p, p->line,
+                        "recovery_action must be none, gpu_reset, node_reboot, drain_p2p, drain_and_reset or "
+                        "not_supported, not '%s'", value);
+        d->recovery_action = i;
+        return 0;
+    }
+    }
+    if (key >= K_GPU_KEYS && key < N_SECTION_KEYS) {
+        int h = key - K_GPU_KEYS;
+        if (parse_ull(value, &n) || n > health_keys[h].max)
+            return fail(p, p->line, "%s must be a number from 0 to %llu, not '%s'", health_keys[h].name,
+                        health_keys[h].max, value);
+        d->health[h] = n;
+        return 0;
     }
     return -1;
 }
@@ -540,7 +773,6 @@ static int set_gpu_key(struct parser *p, struct fake_device *d, int key, char *v
 static int set_global_key(struct parser *p, int key, char *value)
 {
     unsigned long long n;
-    char *item, *save = NULL;
     switch (key) {
     case 0: /* driver_version */
         if (unescape(value))
@@ -579,17 +811,7 @@ static int set_global_key(struct parser *p, int key, char *value)
                         "fault must be none, driver_not_loaded, no_permission, unknown or hang, not '%s'", value);
         return 0;
     case 4: /* not_supported */
-        for (item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-            int i;
-            item = trim(item);
-            if (!*item)
-                continue;
-            i = known_index(item);
-            if (i < 0)
-                return fail(p, p->line, "not_supported names an unknown function '%s'", item);
-            st.not_supported[i] = 1;
-        }
-        return 0;
+        return parse_function_list(p, value, st.not_supported);
     }
     return -1;
 }
@@ -600,14 +822,24 @@ static int finish_gpu(struct parser *p, struct fake_device *d)
     size_t i;
     char *item, *save = NULL;
     for (i = 0; i < sizeof(required) / sizeof(required[0]); i++)
-        if (!(d->seen & (1u << required[i])))
+        if (!(d->seen & (1ULL << required[i])))
             return fail(p, d->header_line, "[gpu] section %u lacks '%s'", d->index, gpu_keys[required[i]]);
     if (d->memory_used_mib > d->memory_total_mib)
         return fail(p, d->header_line, "[gpu] section %u uses more memory than it has", d->index);
-    if (d->has_mig && !(d->seen & (1u << K_MIG_MODE)))
+    if (d->has_mig && !(d->seen & (1ULL << K_MIG_MODE)))
         return fail(p, d->header_line, "[gpu] section %u sets MIG keys without mig_mode", d->index);
-    if (d->has_mig && !(d->seen & (1u << K_MIG_PENDING)))
+    if (d->has_mig && !(d->seen & (1ULL << K_MIG_PENDING)))
         d->mig_pending = d->mig_current;
+    if (!(d->seen & (1ULL << (K_GPU_KEYS + H_PCIE_GEN_MAX))))
+        d->health[H_PCIE_GEN_MAX] = !d->has_cc ? 3 : d->cc_major >= 9 ? 5 : d->cc_major == 8 ? 4 : 3;
+    if (!(d->seen & (1ULL << (K_GPU_KEYS + H_PCIE_GEN))))
+        d->health[H_PCIE_GEN] = d->health[H_PCIE_GEN_MAX];
+    if (!(d->seen & (1ULL << (K_GPU_KEYS + H_PCIE_WIDTH))))
+        d->health[H_PCIE_WIDTH] = d->health[H_PCIE_WIDTH_MAX];
+    if (d->health[H_PCIE_GEN] > d->health[H_PCIE_GEN_MAX] || d->health[H_PCIE_WIDTH] > d->health[H_PCIE_WIDTH_MAX])
+        return fail(p, d->header_line, "[gpu] section %u has a PCIe link above its maximum", d->index);
+    if ((d->seen & ((1ULL << K_FABRIC_HEALTH) | (1ULL << K_FABRIC_MASK))) && d->fabric_state < 0)
+        return fail(p, d->header_line, "[gpu] section %u sets fabric_health without fabric_state", d->index);
     if (pending_mig[d->index][0]) {
         int line = pending_mig_line[d->index];
         if (!d->has_mig || !d->mig_current)
@@ -688,6 +920,12 @@ static nvmlReturn_t load_config(void)
             gpu->header_line = p.line;
             gpu->pci_class = 0x030200;
             gpu->mig_sm_per_slice = 14;
+            for (k = 0; k < H_VALUES; k++)
+                gpu->health[k] = health_keys[k].fallback;
+            gpu->fabric_state = -1;
+            gpu->fabric_health = 1;
+            gpu->recovery_action = 0;
+            gpu->not_supported = st.gpu_not_supported[gpu->index];
             continue;
         }
         eq = strchr(line, '=');
@@ -710,11 +948,11 @@ static nvmlReturn_t load_config(void)
                           key);
                 break;
             }
-            if (gpu->seen & (1u << k)) {
+            if (gpu->seen & (1ULL << k)) {
                 rc = fail(&p, p.line, "'%s' given twice in one [gpu] section", key);
                 break;
             }
-            gpu->seen |= 1u << k;
+            gpu->seen |= 1ULL << k;
             rc = set_gpu_key(&p, gpu, k, value);
         } else {
             k = global_key_index(key);
@@ -935,14 +1173,17 @@ static nvmlReturn_t handle_by_index(const char *fn, unsigned int index, nvmlDevi
     return NVML_SUCCESS;
 }
 
+static nvmlReturn_t lost_or_index(const char *fn, unsigned int index, nvmlDevice_t *device);
+
+/* A GPU fallen off the bus (gpu_state = lost): NVML hands out no handle for it. */
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
 {
-    return handle_by_index("nvmlDeviceGetHandleByIndex_v2", index, device);
+    return lost_or_index("nvmlDeviceGetHandleByIndex_v2", index, device);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
 {
-    return handle_by_index("nvmlDeviceGetHandleByIndex", index, device);
+    return lost_or_index("nvmlDeviceGetHandleByIndex", index, device);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
@@ -992,6 +1233,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDev
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *bus_id, nvmlDevice_t *device)
 {
     return handle_by_bus_id("nvmlDeviceGetHandleByPciBusId", bus_id, device);
+}
+
+static nvmlReturn_t lost_or_index(const char *fn, unsigned int index, nvmlDevice_t *device)
+{
+    nvmlReturn_t rc = handle_by_index(fn, index, device);
+    if (rc == NVML_SUCCESS && (*device)->state == STATE_LOST) {
+        *device = NULL;
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    return rc;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
@@ -1176,5 +1427,249 @@ EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mi
     if (!device || !mig->parent)
         return NVML_ERROR_INVALID_ARGUMENT;
     *device = mig->parent;
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Health signals                                                     */
+
+/* Common checks of a health query: a full GPU that is neither lost nor waiting for a reset, and a
+ * function the profile does not mark unsupported for it. */
+static nvmlReturn_t health_query(const char *fn, nvmlDevice_t device)
+{
+    int i;
+    CHECK_DEVICE(fn, device);
+    if (device->parent)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (device->state == STATE_LOST)
+        return NVML_ERROR_GPU_IS_LOST;
+    if (device->state == STATE_RESET_REQUIRED)
+        return NVML_ERROR_RESET_REQUIRED;
+    i = known_index(fn);
+    if (i >= 0 && device->not_supported[i])
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+#define HEALTH_QUERY(fn, device)                                                                                     \
+    do {                                                                                                             \
+        nvmlReturn_t rc_ = health_query(fn, device);                                                                 \
+        if (rc_ != NVML_SUCCESS)                                                                                     \
+            return rc_;                                                                                              \
+    } while (0)
+
+/* Row remapping exists from Ampere (compute capability 8.0) on; page retirement before it. */
+static int remaps_rows(nvmlDevice_t device)
+{
+    return device->has_cc && device->cc_major >= 8;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type, int counter_type,
+                                                unsigned long long *count)
+{
+    static const int index[2][2] = {{H_ECC_VOL_COR, H_ECC_AGG_COR}, {H_ECC_VOL_UNC, H_ECC_AGG_UNC}};
+    HEALTH_QUERY("nvmlDeviceGetTotalEccErrors", device);
+    if (!count || error_type < 0 || error_type > 1 || counter_type < 0 || counter_type > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = device->health[index[error_type][counter_type]];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrected, unsigned int *uncorrected,
+                                              unsigned int *pending, unsigned int *failure)
+{
+    HEALTH_QUERY("nvmlDeviceGetRemappedRows", device);
+    if (!corrected || !uncorrected || !pending || !failure)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!remaps_rows(device) || (device->mig_current && device->mig_count))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *corrected = (unsigned int)device->health[H_REMAP_COR];
+    *uncorrected = (unsigned int)device->health[H_REMAP_UNC];
+    *pending = (unsigned int)device->health[H_REMAP_PENDING];
+    *failure = (unsigned int)device->health[H_REMAP_FAILURE];
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t retired_pages(const char *fn, nvmlDevice_t device, int cause, unsigned int *count,
+                                  unsigned long long *addresses, unsigned long long *timestamps)
+{
+    unsigned int n, i;
+    HEALTH_QUERY(fn, device);
+    if (!count || cause < 0 || cause > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (remaps_rows(device))
+        return NVML_ERROR_NOT_SUPPORTED;
+    n = (unsigned int)device->health[cause == 0 ? H_RETIRED_SBE : H_RETIRED_DBE];
+    if (n && (*count < n || !addresses)) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (i = 0; i < n; i++) {
+        addresses[i] = ((unsigned long long)(cause + 1) << 32) | ((unsigned long long)(i + 1) << 12);
+        if (timestamps)
+            timestamps[i] = 1700000000ULL + i;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, int cause, unsigned int *count,
+                                              unsigned long long *addresses)
+{
+    return retired_pages("nvmlDeviceGetRetiredPages", device, cause, count, addresses, NULL);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, int cause, unsigned int *count,
+                                                 unsigned long long *addresses, unsigned long long *timestamps)
+{
+    return retired_pages("nvmlDeviceGetRetiredPages_v2", device, cause, count, addresses, timestamps);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, int *pending)
+{
+    HEALTH_QUERY("nvmlDeviceGetRetiredPagesPendingStatus", device);
+    if (!pending)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (remaps_rows(device))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *pending = (int)device->health[H_RETIRED_PENDING];
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t clocks_reasons(const char *fn, nvmlDevice_t device, unsigned long long *reasons)
+{
+    HEALTH_QUERY(fn, device);
+    if (!reasons)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *reasons = device->clocks_event_reasons;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *reasons)
+{
+    return clocks_reasons("nvmlDeviceGetCurrentClocksEventReasons", device, reasons);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long *reasons)
+{
+    return clocks_reasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, reasons);
+}
+
+static nvmlReturn_t health_uint(const char *fn, nvmlDevice_t device, enum health_value which, unsigned int *out)
+{
+    HEALTH_QUERY(fn, device);
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *out = (unsigned int)device->health[which];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen)
+{
+    return health_uint("nvmlDeviceGetCurrPcieLinkGeneration", device, H_PCIE_GEN, gen);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen)
+{
+    return health_uint("nvmlDeviceGetMaxPcieLinkGeneration", device, H_PCIE_GEN_MAX, gen);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *width)
+{
+    return health_uint("nvmlDeviceGetCurrPcieLinkWidth", device, H_PCIE_WIDTH, width);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *width)
+{
+    return health_uint("nvmlDeviceGetMaxPcieLinkWidth", device, H_PCIE_WIDTH_MAX, width);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
+{
+    return health_uint("nvmlDeviceGetPcieReplayCounter", device, H_PCIE_REPLAYS, value);
+}
+
+/* sensor 0: NVML_TEMPERATURE_GPU, the only sensor NVML has */
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int *temp)
+{
+    if (sensor != 0)
+        return st.init_count <= 0 ? NVML_ERROR_UNINITIALIZED : NVML_ERROR_INVALID_ARGUMENT;
+    return health_uint("nvmlDeviceGetTemperature", device, H_TEMPERATURE, temp);
+}
+
+/* thresholds: 0 SHUTDOWN (slowdown + 5), 1 SLOWDOWN; the memory and GPU maximum ones are not supported */
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, int threshold, unsigned int *temp)
+{
+    HEALTH_QUERY("nvmlDeviceGetTemperatureThreshold", device);
+    if (!temp || threshold < 0 || threshold > 7)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (threshold > 1)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *temp = (unsigned int)device->health[H_TEMPERATURE_SLOWDOWN] + (threshold == 0 ? 5 : 0);
+    return NVML_SUCCESS;
+}
+
+static void fabric_uuid(nvmlDevice_t device, unsigned char *uuid)
+{
+    unsigned int i;
+    for (i = 0; i < FABRIC_UUID_LEN; i++)
+        uuid[i] = (unsigned char)(0xf0 + i);
+    (void)device;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info)
+{
+    HEALTH_QUERY("nvmlDeviceGetGpuFabricInfo", device);
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->fabric_state < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memset(info, 0, sizeof(*info));
+    fabric_uuid(device, info->clusterUuid);
+    info->status = NVML_SUCCESS;
+    info->cliqueId = 1;
+    info->state = (unsigned int)device->fabric_state;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *info)
+{
+    HEALTH_QUERY("nvmlDeviceGetGpuFabricInfoV", device);
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != NVML_GPU_FABRIC_INFO_V2 && info->version != NVML_GPU_FABRIC_INFO_V3)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (device->fabric_state < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    fabric_uuid(device, info->clusterUuid);
+    info->status = NVML_SUCCESS;
+    info->cliqueId = 1;
+    info->state = (unsigned int)device->fabric_state;
+    info->healthMask = device->fabric_health_mask;
+    if (info->version == NVML_GPU_FABRIC_INFO_V3)
+        info->healthSummary = (unsigned char)device->fabric_health;
+    return NVML_SUCCESS;
+}
+
+/* Only NVML_FI_DEV_GET_GPU_RECOVERY_ACTION is known; every other field answers NOT_SUPPORTED in its entry. */
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count, nvmlFieldValue_t *values)
+{
+    int i;
+    HEALTH_QUERY("nvmlDeviceGetFieldValues", device);
+    if (count < 0 || (count && !values))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < count; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        v->timestamp = 1700000000000000LL;
+        v->latencyUsec = 0;
+        memset(&v->value, 0, sizeof(v->value));
+        if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && device->recovery_action >= 0) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            v->value.uiVal = (unsigned int)device->recovery_action;
+            v->nvmlReturn = NVML_SUCCESS;
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+    }
     return NVML_SUCCESS;
 }

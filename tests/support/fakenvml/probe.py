@@ -78,6 +78,57 @@ def _listed(value):
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
+def _optional_call(name, *args):
+    """pynvml.<name>(*args), or {"error": "missing"} where these bindings lack the function."""
+    function = getattr(pynvml, name, None)
+    return _call(function, *args) if function else {"error": "missing"}
+
+
+def _fabric(handle):
+    struct = getattr(pynvml, "c_nvmlGpuFabricInfo_v3_t", None)
+    if struct is None:
+        return {"error": "missing"}
+    info = struct()
+    status = _call(pynvml.nvmlDeviceGetGpuFabricInfoV, handle, pynvml.byref(info))
+    if _failed(status):
+        return status
+    return {"state": info.state, "status": info.status, "health_mask": info.healthMask,
+            "health_summary": info.healthSummary}
+
+
+def _recovery_action(handle):
+    field = getattr(pynvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+    if field is None:
+        return {"error": "missing"}
+    values = _call(pynvml.nvmlDeviceGetFieldValues, handle, [field])
+    if _failed(values):
+        return values
+    return {"return": values[0].nvmlReturn, "value": values[0].value.uiVal}
+
+
+def health(handle):
+    """Every health signal of a GPU (nvidia_gpu_health reads these)."""
+    return {
+        "ecc": {"%s_%s" % (counter, kind): _call(pynvml.nvmlDeviceGetTotalEccErrors, handle, error_type, counter_type)
+                for kind, error_type in (("uncorrected", 1), ("corrected", 0))
+                for counter, counter_type in (("volatile", 0), ("aggregate", 1))},
+        "remapped_rows": _listed(_optional_call("nvmlDeviceGetRemappedRows", handle)),
+        "retired_pages": [_listed(_call(pynvml.nvmlDeviceGetRetiredPages, handle, cause)) for cause in (0, 1)],
+        "retired_pages_v2": [_listed(_optional_call("nvmlDeviceGetRetiredPages_v2", handle, cause)) for cause in (0, 1)],
+        "retired_pages_pending": _call(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, handle),
+        "clocks_event_reasons": _optional_call("nvmlDeviceGetCurrentClocksEventReasons", handle),
+        "clocks_throttle_reasons": _optional_call("nvmlDeviceGetCurrentClocksThrottleReasons", handle),
+        "pcie": {name: _call(getattr(pynvml, "nvmlDeviceGet%s" % name), handle)
+                 for name in ("CurrPcieLinkGeneration", "MaxPcieLinkGeneration", "CurrPcieLinkWidth",
+                              "MaxPcieLinkWidth", "PcieReplayCounter")},
+        "temperature": _call(pynvml.nvmlDeviceGetTemperature, handle, 0),
+        "temperature_slowdown": _call(pynvml.nvmlDeviceGetTemperatureThreshold, handle, 1),
+        "temperature_shutdown": _call(pynvml.nvmlDeviceGetTemperatureThreshold, handle, 0),
+        "fabric": _fabric(handle),
+        "recovery_action": _recovery_action(handle),
+    }
+
+
 def _device(handle, mig=False):
     device = {
         "name": _text(_call(pynvml.nvmlDeviceGetName, handle)),
@@ -96,6 +147,7 @@ def _device(handle, mig=False):
         "mig_mode": _listed(_call(pynvml.nvmlDeviceGetMigMode, handle)),
         "max_mig_devices": _call(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle),
         "attributes_v2": _attributes(handle),
+        "health": health(handle),
     })
     migs = []
     limit = device["max_mig_devices"] if isinstance(device["max_mig_devices"], int) else 1

@@ -15,9 +15,24 @@ import re
 
 PROFILES = pathlib.Path(__file__).resolve().parent / "profiles"
 
+# health signals of a [gpu] section and their values when the profile does not set them (fakenvml.c)
+HEALTH_DEFAULTS = {
+    "gpu_state": "ok",
+    "ecc_volatile_uncorrected": 0, "ecc_aggregate_uncorrected": 0,
+    "ecc_volatile_corrected": 0, "ecc_aggregate_corrected": 0,
+    "remapped_rows_corrected": 0, "remapped_rows_uncorrected": 0, "remap_pending": 0, "remap_failure": 0,
+    "retired_pages_sbe": 0, "retired_pages_dbe": 0, "retired_pages_pending": 0,
+    "clocks_event_reasons": 0,
+    "pcie_link_width_max": 16, "pcie_replay_counter": 0,
+    "temperature": 40, "temperature_slowdown": 90,
+    "fabric_state": None, "fabric_health": "healthy", "fabric_health_mask": 0, "recovery_action": "none",
+}
+_HEALTH_INT_KEYS = tuple(key for key, value in HEALTH_DEFAULTS.items()
+                         if isinstance(value, int) and key not in ("clocks_event_reasons", "fabric_health_mask")) + (
+    "pcie_link_gen", "pcie_link_gen_max", "pcie_link_width")
 _INT_KEYS = ("memory_total_mib", "memory_used_mib", "cuda_driver_version", "max_mig_devices", "mig_mode",
-             "mig_pending", "mig_multiprocessors_per_slice")
-_HEX_KEYS = ("pci_device_id", "pci_subsystem_id", "pci_class")
+             "mig_pending", "mig_multiprocessors_per_slice") + _HEALTH_INT_KEYS
+_HEX_KEYS = ("pci_device_id", "pci_subsystem_id", "pci_class", "clocks_event_reasons", "fabric_health_mask")
 _LIST_KEYS = ("not_supported", "mig_devices")
 _ESCAPED_KEYS = ("name", "driver_version")
 
@@ -64,7 +79,21 @@ def parse_profile(text):
     for gpu in profile["gpus"]:
         if "mig_mode" in gpu:
             gpu.setdefault("mig_pending", gpu["mig_mode"])
+        _health_defaults(gpu)
     return profile
+
+
+def _health_defaults(gpu):
+    """Fill in the health signals a [gpu] section leaves at fakenvml.c's defaults."""
+    for key, value in HEALTH_DEFAULTS.items():
+        gpu.setdefault(key, value)
+    gpu.setdefault("not_supported", [])
+    major = gpu["compute_capability"][0] if "compute_capability" in gpu else None
+    gpu.setdefault("pcie_link_gen_max", 3 if major is None or major < 8 else 4 if major == 8 else 5)
+    gpu.setdefault("pcie_link_gen", gpu["pcie_link_gen_max"])
+    gpu.setdefault("pcie_link_width", gpu["pcie_link_width_max"])
+    # row remapping from Ampere (8.0) on, page retirement before it
+    gpu["remaps_rows"] = major is not None and major >= 8
 
 
 def load_profile(path):
