@@ -658,3 +658,26 @@ def read_cluster(api):
         objects[kind] = api.list_all("listing %ss" % kind.kind, kind.collection(), label_selector=TENANT_LABEL)
     nodes = api.list_all("listing nodes", "/api/v1/nodes")
     return namespaces, priority_classes, objects, nodes
+
+
+def report(tenants, plan, capacity, check_mode=False):
+    """Lines for the role's report: per tenant its quota and tier, the writes, the capacity, the undeclared."""
+    lines = []
+    for tenant in tenants:
+        quota = ", ".join("%s=%d" % (r, c) for r, c in sorted(tenant["quota"].items())) or "no quota"
+        if tenant["state"] == "absent":
+            lines.append("%s: absent%s" % (tenant["namespace"], " (namespace deleted)" if tenant["delete_namespace"]
+                                           else ""))
+        else:
+            lines.append("%s: %s; %d subject(s); tier %s" % (tenant["namespace"], quota, len(tenant["subjects"]),
+                                                            tenant["tier"] or "none"))
+    for row in capacity:
+        lines.append("capacity %s: quotas %d of %d allocatable" % (row["resource"], row["quota"], row["allocatable"]))
+    for change in plan.changes:
+        lines.append("%s%s %s" % ("would " if check_mode else "", change.action, change.label))
+    if not plan.changes:
+        lines.append("no change")
+    for name in plan.undeclared:
+        lines.append("undeclared tenant namespace %s: kept (declare it with state: absent to remove its objects)"
+                     % name)
+    return lines

@@ -186,6 +186,12 @@ capacity:
   type: list
   elements: dict
   sample: [{"resource": "nvidia.com/gpu", "quota": 8, "allocatable": 8}]
+report:
+  description: One line per tenant, per C(nvidia.com/) resource with a quota, per write and per undeclared namespace.
+  returned: success
+  type: list
+  elements: str
+  sample: ["ml-a: nvidia.com/gpu=8; 1 subject(s); tier gpu-workload", "create Namespace ml-a"]
 undeclared:
   description: Namespaces labelled as tenants that no declaration names; left as they are.
   returned: success
@@ -268,6 +274,7 @@ def main():
                       undeclared=plan.undeclared, api_requests=api.counts,
                       tenants=[{"namespace": t["namespace"], "state": t["state"], "tier": t["tier"],
                                 "quota": t["quota"]} for t in tenants])
+        result["report"] = gpu_tenants.report(tenants, plan, capacity, module.check_mode)
         if module._diff:
             result["diff"] = [c.diff() for c in plan.changes]
         return result
