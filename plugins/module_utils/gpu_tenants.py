@@ -188,6 +188,7 @@ def _check_tiers(tiers, problems):
         if not isinstance(tier, dict):
             problems.append("%s must be a dict with name and value, got %s" % (where, _type_name(tier)))
             continue
+        tier = {k: v for k, v in tier.items() if v is not None}
         unknown = sorted(set(tier) - set(TIER_KEYS))
         name = tier.get("name")
         if isinstance(name, str) and name:
@@ -232,6 +233,7 @@ def _check_subjects(subjects, where, namespace, problems):
             problems.append("%s: subjects[%d] must be a dict with kind and name, got %s"
                             % (where, i, _type_name(subject)))
             continue
+        subject = {k: v for k, v in subject.items() if v is not None}
         kind, name = subject.get("kind"), subject.get("name")
         unknown = sorted(set(subject) - {"kind", "name", "namespace"})
         if unknown:
@@ -308,6 +310,7 @@ def check_declarations(tenants, tiers, taints):
         if not isinstance(tenant, dict):
             problems.append("%s must be a dict with a namespace, got %s" % (where, _type_name(tenant)))
             continue
+        tenant = {k: v for k, v in tenant.items() if v is not None}
         namespace = tenant.get("namespace")
         if isinstance(namespace, str) and namespace:
             where = "tenant %s" % namespace

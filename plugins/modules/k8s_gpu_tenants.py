@@ -78,7 +78,7 @@ options:
         elements: dict
         default: []
       tier:
-        description: The name of a tier of O(tiers) the team's workloads use (reported in RV(tenants)).
+        description: The name of a tier of O(tiers) the team's workloads use (checked, and reported in RV(tenants)).
         type: str
       state:
         description: V(absent) removes the tenant's objects (see O(tenants[].delete_namespace)).
@@ -93,18 +93,46 @@ options:
     description:
       - Priority tiers, one PriorityClass each (created when missing, labels and description kept up to date). A
         PriorityClass's value cannot change; a tier whose class exists with another value fails the module.
-      - "Each: C(name), C(value) (at most 1000000000), optional C(description) and C(preemption_policy)
-        (V(PreemptLowerPriority) or V(Never))."
     type: list
     elements: dict
     default: []
+    suboptions:
+      name:
+        description: The PriorityClass name (a DNS-1123 subdomain, not starting with C(system-)).
+        type: str
+        required: true
+      value:
+        description: Its priority, at most 1000000000.
+        type: int
+        required: true
+      description:
+        description: Its description; default C(Priority for GPU workloads, above ordinary pods.)
+        type: str
+      preemption_policy:
+        description: Whether its pods preempt lower-priority pods.
+        type: str
+        choices: [PreemptLowerPriority, Never]
+        default: PreemptLowerPriority
   taints:
     description:
       - The taints of the GPU nodes (as the C(kubegpu.nvidia.k8s_gpu_node) role's C(k8s_gpu_node_taints)); their
-        tolerations become the namespaces' default tolerations. Empty writes no annotation.
+        tolerations (C(Equal) with the value, else C(Exists)) become the namespaces' default tolerations. Empty
+        writes no annotation (and removes the module's one).
     type: list
     elements: dict
     default: []
+    suboptions:
+      key:
+        description: Taint key.
+        type: str
+        required: true
+      value:
+        description: Taint value.
+        type: str
+      effect:
+        description: C(NoSchedule), C(PreferNoSchedule) or C(NoExecute).
+        type: str
+        required: true
   capacity_check:
     description:
       - How to treat quotas the GPU nodes cannot back. The totals of the C(nvidia.com/) quotas are compared with the
@@ -237,10 +265,27 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.k8s_client import (
 def main():
     argument_spec = dict(AUTH_ARG_SPEC)
     argument_spec.update(
-        # checked by gpu_tenants.check_declarations (every problem in one message), not by the argument spec
-        tenants=dict(type="list", elements="raw", default=[]),
-        tiers=dict(type="list", elements="raw", default=[]),
-        taints=dict(type="list", elements="raw", default=[]),
+        # the values are checked by gpu_tenants.check_declarations (every problem in one message)
+        tenants=dict(type="list", elements="dict", default=[], options=dict(
+            namespace=dict(type="str", required=True),
+            quota=dict(type="dict", default={}),
+            subjects=dict(type="list", elements="dict", default=[]),
+            tier=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            delete_namespace=dict(type="bool", default=False),
+        )),
+        tiers=dict(type="list", elements="dict", default=[], options=dict(
+            name=dict(type="str", required=True),
+            value=dict(type="int", required=True),
+            description=dict(type="str"),
+            preemption_policy=dict(type="str", choices=["PreemptLowerPriority", "Never"],
+                                   default="PreemptLowerPriority"),
+        )),
+        taints=dict(type="list", elements="dict", default=[], options=dict(
+            key=dict(type="str", required=True, no_log=False),
+            value=dict(type="str"),
+            effect=dict(type="str", required=True),
+        )),
         capacity_check=dict(type="str", choices=["warn", "fail", "ignore"], default="warn"),
         retries=dict(type="int", default=5),
     )
