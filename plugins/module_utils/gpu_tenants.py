@@ -209,8 +209,8 @@ def _check_tiers(tiers, problems):
             continue
         policy = tier.get("preemption_policy") or "PreemptLowerPriority"
         if policy not in PREEMPTION_POLICIES:
-            problems.append("%s: preemption_policy must be one of %s, got %r" % (where, ", ".join(PREEMPTION_POLICIES),
-                                                                                  policy))
+            problems.append("%s: preemption_policy must be one of %s, got %r"
+                            % (where, ", ".join(PREEMPTION_POLICIES), policy))
             continue
         if name in out:
             problems.append("%s is declared twice" % where)
@@ -672,8 +672,8 @@ def report(tenants, plan, capacity, check_mode=False):
             lines.append("%s: absent%s" % (tenant["namespace"], " (namespace deleted)" if tenant["delete_namespace"]
                                            else ""))
         else:
-            lines.append("%s: %s; %d subject(s); tier %s" % (tenant["namespace"], quota, len(tenant["subjects"]),
-                                                            tenant["tier"] or "none"))
+            lines.append("%s: %s; %d subject(s); tier %s"
+                         % (tenant["namespace"], quota, len(tenant["subjects"]), tenant["tier"] or "none"))
     for row in capacity:
         lines.append("capacity %s: quotas %d of %d allocatable" % (row["resource"], row["quota"], row["allocatable"]))
     for change in plan.changes:

@@ -65,8 +65,8 @@ def test_a_pod_without_tolerations_in_a_tenant_namespace_lands_on_its_gpu_node(c
     assert pc.value == 100000
     assert "team-t4: nvidia.com/gpu.shared=2; 1 subject(s); tier none" in tasks["Report the GPU tenants"]["msg"]
 
-    for namespace, resource, node in (("team-h100", "nvidia.com/gpu", "h100"), ("team-t4", "nvidia.com/gpu.shared",
-                                                                               "t4")):
+    for namespace, resource, node in (("team-h100", "nvidia.com/gpu", "h100"),
+                                      ("team-t4", "nvidia.com/gpu.shared", "t4")):
         core.create_namespaced_pod(namespace, {"metadata": {"name": "work"}, "spec": {
             "restartPolicy": "Always",
             "containers": [{"name": "c", "image": "cuda:12", "resources": {"limits": {resource: "1"}}}]}})
