@@ -303,3 +303,19 @@ def test_apply_plan_sends_each_write_and_names_what_was_and_was_not_applied():
                               "RoleBinding ml-a/gpu-tenant")
     assert info.value.details["changed"] is True
     assert [c["kind"] for c in info.value.details["not_applied"]] == ["Role", "RoleBinding"]
+
+
+def test_report_lines():
+    tenants, tiers, tolerations = check([tenant(tier="gpu-workload"), {"namespace": "old", "state": "absent",
+                                                                       "delete_namespace": True}])
+    p = gt.Plan(tenants, tiers, tolerations, [{"metadata": {"name": "gone", "labels": {gt.TENANT_LABEL: "gone"}}}],
+                [], {kind: [] for kind in gt.TENANT_KINDS})
+    capacity, _warnings = gt.check_capacity(tenants, {"nvidia.com/gpu": 8})
+    lines = gt.report(tenants, p, capacity, check_mode=True)
+    assert lines[:3] == ["ml-a: nvidia.com/gpu=2; 1 subject(s); tier gpu-workload", "old: absent (namespace deleted)",
+                         "capacity nvidia.com/gpu: quotas 2 of 8 allocatable"]
+    assert "would create Namespace ml-a" in lines
+    assert lines[-1] == ("undeclared tenant namespace gone: kept (declare it with state: absent to remove its "
+                         "objects)")
+    p = gt.Plan(tenants[1:], {}, [], [], [], {kind: [] for kind in gt.TENANT_KINDS})
+    assert gt.report(tenants[1:], p, []) == ["old: absent (namespace deleted)", "no change"]
