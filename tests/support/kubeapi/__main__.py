@@ -32,12 +32,15 @@ def main(argv=None):
     parser.add_argument("--kubeconfig-out", required=True, help="where to write the kubeconfig")
     parser.add_argument("--token", help="bearer token with full rights (default: random)")
     parser.add_argument("--readonly-token", help="bearer token that may only read (default: random)")
+    parser.add_argument("--enable-admission-plugins", default="",
+                        help="comma-separated: PodTolerationRestriction, ExtendedResourceToleration (default: none)")
     parser.add_argument("--pid-file")
     parser.add_argument("--port-file", help="written once the server answers")
     args = parser.parse_args(argv)
 
     srv = KubeAPIServer(host=args.host, port=args.port, tls=args.tls, token=args.token,
-                        readonly_token=args.readonly_token, kubeconfig_path=args.kubeconfig_out)
+                        readonly_token=args.readonly_token, kubeconfig_path=args.kubeconfig_out,
+                        admission_plugins=[p for p in args.enable_admission_plugins.split(",") if p])
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())

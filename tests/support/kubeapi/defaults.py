@@ -2,7 +2,7 @@
 
 import hashlib
 
-from . import errors
+from . import admission, errors
 from .resources import BY_PATH
 from .util import clone
 
@@ -205,6 +205,8 @@ def admit(store, res, obj):
         if not any(t.get("key") == tol["key"] and t.get("effect") in (None, "", "NoExecute")
                    for t in tolerations):
             tolerations.append(dict(tol))
+    admission.admit_pod(store, store.find(BY_PATH[("", "v1", "namespaces")], None, obj["metadata"]["namespace"]),
+                        obj, obj["status"]["qosClass"])
     _quota_admission(store, obj)
     rc_name = spec.get("runtimeClassName")
     if rc_name:

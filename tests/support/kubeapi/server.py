@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from . import errors, kubelet, resources, tables
+from . import admission, errors, kubelet, resources, tables
 from .errors import ApiError
 from .resources import BY_PATH
 from .store import Store, clone
@@ -677,7 +677,7 @@ class KubeAPIServer:
     """
 
     def __init__(self, host="127.0.0.1", port=0, tls=True, token=None, readonly_token=None,
-                 kubeconfig_path=None):
+                 kubeconfig_path=None, admission_plugins=()):
         if host not in ("127.0.0.1", "localhost"):
             raise ValueError("the test server binds 127.0.0.1 only")
         self.host = "127.0.0.1"
@@ -687,6 +687,8 @@ class KubeAPIServer:
         self.readonly_token = readonly_token or secrets.token_hex(16)
         self.kubeconfig_path = kubeconfig_path
         self.store = Store()
+        # optional admission plugins (admission.py), off as in kube-apiserver unless named
+        self.store.admission_plugins = admission.check_plugins(admission_plugins)
         self._users = {self.token: {"name": "kubeapi-admin", "admin": True},
                        self.readonly_token: {"name": "kubeapi-readonly", "admin": False}}
         self._faults = []
