@@ -319,7 +319,7 @@ def _gpu_plan(gpu, spec, config_name):
         after += " (after a reset)"
     if replan:
         after += "; %s (placed once MIG is on)" % _placement_text(
-            [{"profile": name} for name, count in sorted(wanted.items()) for _ in range(count)])
+            [{"profile": name} for name, count in sorted(wanted.items()) for dummy in range(count)])
     elif result["create"]:
         after += "; " + _placement_text(result["create"])
     elif desired and gpu.get("instances"):
