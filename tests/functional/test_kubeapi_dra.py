@@ -312,7 +312,7 @@ def test_a_node_running_a_ready_dra_plugin_publishes_its_gpus_as_the_nvidia_plug
     h = published["h100"]
     assert h["metadata"]["name"].startswith("h100-gpu.nvidia.com-")
     assert h["metadata"]["ownerReferences"][0]["kind"] == "Node"
-    assert h["spec"]["pool"] == {"name": "h100", "generation": 0, "resourceSliceCount": 1}
+    assert h["spec"]["pool"] == {"name": "h100", "generation": 1, "resourceSliceCount": 1}
     assert [d["name"] for d in h["spec"]["devices"]] == ["gpu-%d" % i for i in range(8)]
     gpu0 = h["spec"]["devices"][0]
     assert set(gpu0["attributes"]) == {"type", "uuid", "productName", "brand", "architecture",
@@ -456,8 +456,34 @@ def test_a_missing_device_class_or_template_is_the_pending_reason(kube, dra_clus
     core, ns, h100, a100, dp = dra_cluster
     core.create_namespaced_pod(ns, claim_pod("no-template", "absent"))
     cond = next(c for c in _wait_pod(core, ns, "no-template").status.conditions if c.type == "PodScheduled")
-    assert 'waiting for dynamic resource controller to create the resourceclaim "no-template-gpu"' in cond.message
+    # dynamicresources.go PreFilter, UnschedulableAndUnresolvable: it counts against every node
+    assert cond.message.startswith('0/3 nodes are available: 3 waiting for dynamic resource controller to create '
+                                   'the resourceclaim "no-template-gpu".')
     api(kube, "ResourceClaimTemplate").create(namespace=ns, body=template("other", klass="vfio.gpu.nvidia.com"))
     core.create_namespaced_pod(ns, claim_pod("no-class", "other"))
     cond = next(c for c in _wait_pod(core, ns, "no-class").status.conditions if c.type == "PodScheduled")
     assert 'could not retrieve device class vfio.gpu.nvidia.com' in cond.message
+
+
+def test_a_changed_gpu_count_updates_the_slice_in_place_and_nothing_else_is_rewritten(kube, dra_cluster):
+    core, ns, h100, a100, dp = dra_cluster
+    before = slices_by_node(kube)["a100"]
+    again = slices_by_node(kube)["a100"]
+    assert again["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    core.patch_node("a100", {"metadata": {"annotations": {SIMULATED: "3"}}})
+    after = slices_by_node(kube)["a100"]
+    assert after["metadata"]["name"] == before["metadata"]["name"]
+    assert [d["name"] for d in after["spec"]["devices"]] == ["gpu-0", "gpu-1", "gpu-2"]
+    # resourceslicecontroller.go: one update keeps the pool generation
+    assert after["spec"]["pool"]["generation"] == 1
+
+
+def test_slices_are_watched_and_listed_by_kubectl(kube, dra_cluster):
+    core, ns, h100, a100, dp = dra_cluster
+    events = [e["type"] for e in api(kube, "ResourceSlice").watch(timeout=1, resource_version="1")]
+    assert events.count("ADDED") == 2
+    out = kube.kubectl("get", "resourceslices", "-o", "name", check=True).stdout.split()
+    assert sorted(n.split("-gpu.nvidia.com-")[0] for n in out) == ["resourceslice.resource.k8s.io/a100",
+                                                                    "resourceslice.resource.k8s.io/h100"]
+    classes = kube.kubectl("get", "deviceclasses", check=True).stdout
+    assert "gpu.nvidia.com" in classes and "mig.nvidia.com" in classes

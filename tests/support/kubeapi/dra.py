@@ -16,8 +16,9 @@ What each part follows upstream (kubernetes/kubernetes unless said otherwise):
 * the kubelet plugin of kubernetes-sigs/dra-driver-nvidia-gpu (cmd/gpu-kubelet-plugin/deviceinfo.go): one
   slice per node, pool = node name, devices `gpu-<minor>` with attributes `type`, `uuid`, `productName`,
   `brand`, `architecture`, `cudaComputeCapability`, `driverVersion`, `cudaDriverVersion` and
-  `resource.kubernetes.io/pciBusID`, capacity `memory`; the slice is owned by its Node and named from
-  `<node>-<driver>-` (dynamic-resource-allocation/resourceslice/resourceslicecontroller.go);
+  `resource.kubernetes.io/pciBusID`, capacity `memory`; the slice is owned by its Node, named from
+  `<node>-<driver>-` and starts at pool generation 1 (dynamic-resource-allocation/resourceslice/
+  resourceslicecontroller.go as of 1.34);
 * the resourceclaim controller (pkg/controller/resourceclaim/controller.go): a claim per template entry of a
   pod (`<pod>-<claim>-`, owned by the pod, annotation `resource.kubernetes.io/pod-claim-name`),
   `pod.status.resourceClaimStatuses`; reservations of done or deleted pods dropped; a claim reserved by no
@@ -498,8 +499,9 @@ def publish_slices(store, nodes):
         devices = cached[1]
         if len(current) == 1 and current[0]["spec"].get("devices") == devices:
             continue
-        generation = max([(o["spec"].get("pool") or {}).get("generation", 0) for o in current] or [0]) + \
-            (1 if current else 0)
+        # resourceslicecontroller.go syncPool: a new pool starts at generation 1; a change that is one update
+        # keeps the generation
+        generation = max([(o["spec"].get("pool") or {}).get("generation", 0) for o in current] or [0]) or 1
         for obj in current[1:]:
             store.delete(SLICES, None, obj["metadata"]["name"], internal=True)
         spec = {"driver": DRIVER, "nodeName": name,
@@ -703,7 +705,7 @@ class PodClaims:
                 return
             claim = store.find(CLAIMS, ns, name)
             if claim is None:
-                self.error = 'resourceclaim "%s" not found' % name
+                self.error = 'resourceclaim.resource.k8s.io "%s" not found' % name
                 return
             if claim["metadata"].get("deletionTimestamp"):
                 self.error = 'resourceclaim "%s" is being deleted' % name

@@ -719,8 +719,8 @@ def schedule_pods(store, nodes):
             if chosen is None:
                 total = len(nodes)
                 detail = ", ".join("%d %s" % (n, _reason_text(r, n)) for r, n in sorted(reasons.items()))
-                if pod_error:
-                    detail = pod_error
+                if pod_error:  # a PreFilter failure counts against every node
+                    detail = "%d %s" % (total, pod_error)
                 message = "0/%d nodes are available%s. preemption: 0/%d nodes are available: %d " \
                           "Preemption is not helpful for scheduling." % (
                               total, (": " + detail) if detail else "", total, total)
