@@ -487,3 +487,18 @@ def test_slices_are_watched_and_listed_by_kubectl(kube, dra_cluster):
                                                                     "resourceslice.resource.k8s.io/h100"]
     classes = kube.kubectl("get", "deviceclasses", check=True).stdout
     assert "gpu.nvidia.com" in classes and "mig.nvidia.com" in classes
+
+
+def test_kubernetes_core_applies_a_device_class_idempotently_and_refuses_bad_cel(kube, kube_server):
+    """What the role nvidia_dra_driver relies on: kubernetes.core.k8s over resource.k8s.io/v1."""
+    definition = {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+                  "spec": {"selectors": [{"cel": {"expression": GPU_CLASS_CEL}}]}}
+    args = {"state": "present", "definition": definition}
+    assert kube.ansible("kubernetes.core.k8s", args, check=True)["changed"] is True
+    assert kube.ansible("kubernetes.core.k8s", args)["changed"] is True
+    assert kube.ansible("kubernetes.core.k8s", args)["changed"] is False
+    bad = json.loads(json.dumps(definition))
+    bad["metadata"]["name"] = "broken"
+    bad["spec"]["selectors"][0]["cel"]["expression"] = "device.attributes['gpu.nvidia.com'].type =="
+    result = kube.ansible("kubernetes.core.k8s", {"state": "present", "definition": bad})
+    assert result.get("failed") and "compilation failed" in result["msg"] + json.dumps(result.get("error", ""))
