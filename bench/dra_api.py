@@ -47,22 +47,22 @@ def counts(server):
     return out
 
 
-def step(server, name, func):
-    server.reset_counts()
-    start = time.monotonic()
-    result = func()
-    took = time.monotonic() - start
-    calls = counts(server)
-    print("%-11s %8.2f s  %5d API calls  (%s)" % (name, took, sum(calls.values()),
-                                                 ", ".join("%s %d" % kv for kv in sorted(calls.items()))))
-    return result
+def run(nodes=1000, gpus=8, out=print):
+    """Run the steps; ({step: {"seconds": s, "calls": {"verb resource": n}}}, [failed checks])."""
+    steps = {}
 
+    def step(server, name, func):
+        server.reset_counts()
+        start = time.monotonic()
+        result = func()
+        took = time.monotonic() - start
+        calls = counts(server)
+        steps[name] = {"seconds": took, "calls": calls}
+        out("%-11s %8.2f s  %5d API calls  (%s)" % (name, took, sum(calls.values()),
+                                                   ", ".join("%s %d" % kv for kv in sorted(calls.items()))))
+        return result
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--gpus", type=int, default=8)
-    args = parser.parse_args()
+    args = argparse.Namespace(nodes=nodes, gpus=gpus)
     failures = []
     with KubeAPIServer(tls=True) as server:
         client = kubernetes.config.new_client_from_config(server.kubeconfig_path)
@@ -74,7 +74,7 @@ def main():
         slices = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
         claims = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim")
         names = ["dra-%04d" % i for i in range(args.nodes)]
-        print("DRA through the API test server: %d nodes x %d GPUs" % (args.nodes, args.gpus))
+        out("DRA through the API test server: %d nodes x %d GPUs" % (args.nodes, args.gpus))
 
         def setup():
             core.create_namespace({"metadata": {"name": NS}})
@@ -133,7 +133,16 @@ def main():
             failures.append("allocating: %d of %d claims allocated on their pod's node and reserved" % (good, args.nodes))
         items = step(server, "readiness", list_slices)
         size = len(json.dumps(items))
-        print("readiness   one LIST of %d slices, %.1f MB of JSON" % (len(items), size / 1e6))
+        out("readiness   one LIST of %d slices, %.1f MB of JSON" % (len(items), size / 1e6))
+    return steps, failures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8)
+    args = parser.parse_args()
+    _steps, failures = run(args.nodes, args.gpus)
     for failure in failures:
         print("FAILED " + failure)
     print("all checks met" if not failures else "%d check(s) failed" % len(failures))

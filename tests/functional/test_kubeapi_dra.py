@@ -12,7 +12,9 @@ kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/deviceinfo.go and
 deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml.
 """
 
+import importlib.util
 import json
+import os
 
 import pytest
 
@@ -20,6 +22,7 @@ kubernetes = pytest.importorskip("kubernetes")
 pytest.importorskip("celpy")
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIMULATED = "kubegpu.io/simulated-gpus"
 DEVICES = "kubegpu.io/simulated-gpu-devices"
 V1 = "resource.k8s.io/v1"
@@ -502,3 +505,19 @@ def test_kubernetes_core_applies_a_device_class_idempotently_and_refuses_bad_cel
     bad["spec"]["selectors"][0]["cel"]["expression"] = "device.attributes['gpu.nvidia.com'].type =="
     result = kube.ansible("kubernetes.core.k8s", {"state": "present", "definition": bad})
     assert result.get("failed") and "compilation failed" in result["msg"] + json.dumps(result.get("error", ""))
+
+
+@pytest.mark.skipif(os.environ.get("KUBECONFIG") is not None, reason="the bench starts its own test server")
+def test_a_thousand_dra_nodes_of_eight_gpus_publish_and_allocate_in_reasonable_time():
+    """bench/dra_api.py at its default size: 1,000 nodes x 8 GPUs, one claim per node."""
+    spec = importlib.util.spec_from_file_location("bench_dra_api", os.path.join(ROOT, "bench", "dra_api.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    steps, failures = bench.run(1000, 8, out=lambda _line: None)
+    assert failures == []
+    # the readiness check is one LIST of the driver's slices, whatever the number of nodes
+    assert steps["readiness"]["calls"] == {"list resourceslices": 1}
+    assert steps["publishing"]["calls"] == {"create daemonsets": 1, "list resourceslices": 1}
+    # measured on the 2-CPU CI machine: about 3 s to publish and 5 s to allocate; 10x headroom
+    assert steps["publishing"]["seconds"] < 30
+    assert steps["allocating"]["seconds"] < 60
