@@ -54,7 +54,6 @@ SLICES = BY_PATH[(GROUP, "v1", "resourceslices")]
 CLAIMS = BY_PATH[(GROUP, "v1", "resourceclaims")]
 TEMPLATES = BY_PATH[(GROUP, "v1", "resourceclaimtemplates")]
 PODS = BY_PATH[("", "v1", "pods")]
-NODES = BY_PATH[("", "v1", "nodes")]
 DAEMONSETS = BY_PATH[("apps", "v1", "daemonsets")]
 
 DRIVER = "gpu.nvidia.com"
@@ -75,7 +74,6 @@ MAX_SELECTORS = 32
 MAX_RESERVED_FOR = 256
 MAX_DRIVER_NAME = 63
 MAX_ATTRIBUTE_VALUE = 64
-ALLOCATION_MODES = ("All", "ExactCount")
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -239,7 +237,7 @@ def validate_claim_spec(path, spec):
     return causes
 
 
-def _qualified_name(path, name, value_kind):
+def _qualified_name(path, name):
     """validateQualifiedName: an optional DNS subdomain domain (at most 63 characters) and a C identifier."""
     domain, sep, ident = name.partition("/")
     if not sep:
@@ -319,11 +317,11 @@ def validate_slice(obj):
         capacity = device.get("capacity") or {}
         for key, attr in attributes.items():
             apath = "%s.attributes[%s]" % (where, key)
-            causes.extend(_qualified_name(apath, key, "attribute"))
+            causes.extend(_qualified_name(apath, key))
             causes.extend(_attribute(apath, attr))
         for key, cap in capacity.items():
             cpath = "%s.capacity[%s]" % (where, key)
-            causes.extend(_qualified_name(cpath, key, "capacity"))
+            causes.extend(_qualified_name(cpath, key))
             try:
                 cel.parse_quantity((cap or {}).get("value"))
             except (ValueError, TypeError):
