@@ -99,7 +99,7 @@ def node_defaults(obj, old):
         status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 10250}})
         status.setdefault("nodeInfo", {
             "architecture": "amd64", "bootID": meta["uid"], "containerRuntimeVersion": "containerd://1.6.20",
-            "kernelVersion": "6.1.0-27-amd64", "kubeProxyVersion": "v1.31.4", "kubeletVersion": "v1.31.4",
+            "kernelVersion": "6.1.0-27-amd64", "kubeProxyVersion": "v1.34.2", "kubeletVersion": "v1.34.2",
             "machineID": meta["uid"].replace("-", ""), "operatingSystem": "linux",
             "osImage": "Debian GNU/Linux 12 (bookworm)", "systemUUID": meta["uid"]})
 
@@ -170,6 +170,9 @@ def apply(store, res, obj, old):
         if old is None:
             hard = clone((spec or {}).get("hard") or {})
             obj["status"] = {"hard": hard, "used": {k: "0" for k in hard}}
+    elif res.group == "resource.k8s.io":
+        from . import dra
+        dra.apply_defaults(res, obj)
     elif kind == "Service":
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
@@ -272,6 +275,9 @@ def immutable(res, old, new):
                            "FieldValueForbidden"))
     if kind == "PriorityClass" and old.get("value") != new.get("value"):
         causes.append(("value", "Forbidden: may not be changed in an update.", "FieldValueForbidden"))
+    if res.group == "resource.k8s.io":
+        from . import dra
+        causes.extend(dra.immutable(res, old, new))
     return causes
 
 

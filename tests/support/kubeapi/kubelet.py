@@ -25,7 +25,7 @@ import json
 
 import yaml
 
-from . import labelsel as selectors
+from . import dra, labelsel as selectors
 from .errors import ApiError
 from .resources import BY_PATH
 from .store import SIMULATED_GPUS, clone, now, random_suffix
@@ -651,7 +651,7 @@ def _start(store, pod, node, ready_plugin=True):
     key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
     if LOG_ANNOTATION in annotations:
         store.logs[key] = annotations[LOG_ANNOTATION]
-    elif extended_requests(spec):
+    elif extended_requests(spec) or spec.get("resourceClaims"):
         store.logs[key] = VECTOR_ADD_LOG if exit_code == 0 else "Failed to allocate device vector A (error code no CUDA-capable device is detected)!\n"
     else:
         store.logs[key] = ""
@@ -667,6 +667,7 @@ def _reject(pod, reason, message):
 
 def schedule_pods(store, nodes):
     nodes_by_name = None
+    dra_cluster = []  # built once, when the first pod with resource claims waits
     for pod in sorted(store.all(PODS), key=lambda p: int(p["metadata"]["resourceVersion"])):
         status = pod.get("status") or {}
         if status.get("phase") not in (None, "Pending") or pod["metadata"].get("deletionTimestamp"):
@@ -699,22 +700,35 @@ def schedule_pods(store, nodes):
         else:
             reasons = {}
             chosen = None
-            for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
-                why = _fits(store, new, node)
-                if why is None:
-                    chosen = node
-                    break
-                reasons[why] = reasons.get(why, 0) + 1
+            claims = dra.for_pod(store, dra_cluster, new)
+            try:
+                if claims is not None and claims.error:
+                    raise dra.AllocationError(claims.error)
+                for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+                    why = _fits(store, new, node)
+                    if why is None and claims is not None:
+                        why = claims.fits(node)
+                    if why is None:
+                        chosen = node
+                        break
+                    reasons[why] = reasons.get(why, 0) + 1
+                pod_error = None
+            except dra.AllocationError as exc:
+                pod_error = str(exc)
             conditions = new["status"].setdefault("conditions", [])
             if chosen is None:
                 total = len(nodes)
                 detail = ", ".join("%d %s" % (n, _reason_text(r, n)) for r, n in sorted(reasons.items()))
+                if pod_error:  # a PreFilter failure counts against every node
+                    detail = "%d %s" % (total, pod_error)
                 message = "0/%d nodes are available%s. preemption: 0/%d nodes are available: %d " \
                           "Preemption is not helpful for scheduling." % (
                               total, (": " + detail) if detail else "", total, total)
                 _set_condition(conditions, "PodScheduled", "False", "Unschedulable", message)
                 new["status"]["phase"] = "Pending"
             else:
+                if claims is not None:
+                    claims.commit(chosen)
                 spec["nodeName"] = chosen["metadata"]["name"]
                 _set_condition(conditions, "PodScheduled", "True")
                 _start(store, new, chosen, _plugin_pod_ready(store, new, nodes_by_name))
@@ -726,7 +740,7 @@ def schedule_pods(store, nodes):
 
 
 def _reason_text(reason, count):
-    if reason.startswith("Insufficient"):
+    if reason.startswith("Insufficient") or reason == dra.CANNOT_ALLOCATE:
         return reason
     return "node(s) " + reason
 
@@ -868,6 +882,7 @@ def reconcile(store, full=False):
             nodes = store.all(NODES)
             refresh_plugin_pods(store, nodes)
             reconcile_jobs(store)
+            dra.reconcile(store, nodes)
             schedule_pods(store, nodes)
             job_status(store)
             daemonset_status(store, nodes)

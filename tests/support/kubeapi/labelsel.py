@@ -148,6 +148,8 @@ FIELDS = {
                "involvedObject.uid", "reason", "type", "source"),
     "namespaces": ("status.phase",),
     "jobs": ("status.successful",),
+    # pkg/registry/resource/resourceslice/strategy.go toSelectableFields
+    "resourceslices": ("spec.driver", "spec.nodeName"),
 }
 
 

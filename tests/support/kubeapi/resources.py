@@ -72,6 +72,11 @@ RESOURCES = [
     Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",),
              subresources=("status",), generation=True),
+    # Dynamic Resource Allocation, GA in 1.34 (staging/src/k8s.io/api/resource/v1/types.go); see dra.py
+    Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, generation=True),
+    Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)),
+    Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+    Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     # stored only: the resources a CRD defines are not served
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
              ("crd", "crds"), subresources=("status",), generation=True),

@@ -22,8 +22,8 @@ from .resources import BY_PATH
 from .store import Store, clone
 
 SERVER_VERSION = {
-    "major": "1", "minor": "31", "gitVersion": "v1.31.4", "gitCommit": "a78aa47129b8539636eb86a9d00e31b2720fe06b",
-    "gitTreeState": "clean", "buildDate": "2024-12-10T18:05:31Z", "goVersion": "go1.22.10",
+    "major": "1", "minor": "34", "gitVersion": "v1.34.2", "gitCommit": "8cc511e399b929453cd98ae65b419c3cc227ec79",
+    "gitTreeState": "clean", "buildDate": "2025-11-11T19:04:47Z", "goVersion": "go1.24.9",
     "compiler": "gc", "platform": "linux/amd64",
 }
 PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")

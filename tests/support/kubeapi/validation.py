@@ -130,6 +130,9 @@ def validate_object(res, obj):
             causes.append(_invalid("handler", handler, DNS_LABEL_MSG))
     if res.name == "priorityclasses" and not isinstance(obj.get("value"), int):
         causes.append(("value", "Required value", "FieldValueRequired"))
+    if res.group == "resource.k8s.io":
+        from . import dra
+        causes.extend(dra.validate(res, obj))
     if res.name == "poddisruptionbudgets":
         if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
             causes.append(("spec", "Invalid value: minAvailable and maxUnavailable cannot be both set",
