@@ -340,3 +340,15 @@ def test_site_preflight_runs_over_the_plugin_s_inventory(inv, fake_nvml):
     matched = [res for play in out["plays"] for task in play["tasks"] for res in task["hosts"].values()
                if task["task"]["name"].endswith("Label and taint the GPU nodes in one API batch")]
     assert matched and matched[0]["hosts"] == {"gpu-local": "gpu-local"}
+
+
+def test_the_example_configuration_works(inv):
+    cluster(inv.kube)
+    example = yaml.safe_load((ROOT / "playbooks" / "inventory.cluster.example" / "k8s_nodes.yml").read_text())
+    example.update(kubeconfig=inv.kube.kubeconfig, cache_connection=str(inv.dir / "cache"))
+    inv.path.write_text(yaml.safe_dump(example))
+    data, stderr = inv.list()
+    assert hosts(data, "gpu_nodes") == ["gpu-a100", "gpu-t4"]
+    assert hosts(data, "gpu_Tesla_T4") == ["gpu-t4"]
+    assert hostvars(data, "gpu-t4")["ansible_user"] == "ubuntu"
+    assert not warnings(stderr), stderr
