@@ -108,10 +108,9 @@ options:
 """
 
 EXAMPLES = r"""
-# inventory/k8s_nodes.yml: the GPU nodes of the cluster of ~/.kube/config, reached on their InternalIP
-plugin: kubegpu.nvidia.k8s_nodes
-
-# another cluster, the nodes of one pool, one group per GPU product, cached for 10 minutes
+# inventory/k8s_nodes.yml: the GPU nodes of another cluster's GPU pool, reached on their ExternalIP, one group
+# per GPU product, the nodes read at most every 10 minutes (the smallest file is the first line alone: the
+# GPU-labelled nodes of the cluster of ~/.kube/config, reached on their InternalIP)
 plugin: kubegpu.nvidia.k8s_nodes
 kubeconfig: /etc/kubernetes/admin.conf
 gpu_selection: label_selector
