@@ -177,15 +177,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         params = auth_params(options, os.environ, AUTH_ARG_SPEC)
         api = NodeAPI(get_api_client(params), retries=self.get_option("retries"),
                       request_timeout=params["request_timeout"])
-        label_selector = self.get_option("label_selector")
-        if self.get_option("gpu_selection") == "label_selector":
+        label_selector = self._listing()
+        if label_selector:
             nodes = api.list_all("listing the nodes of label selector %s" % label_selector, "/api/v1/nodes",
                                  label_selector=label_selector)
         else:
             nodes = api.list_nodes()
         read_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         return {"format": CACHE_FORMAT, "read_at": read_at.isoformat().replace("+00:00", "Z"),
-                "server": api.host, "nodes": [node_record(node) for node in nodes]}
+                "server": api.host, "label_selector": label_selector, "nodes": [node_record(node) for node in nodes]}
+
+    def _listing(self):
+        """The label selector the API lists the nodes with (None: every node)."""
+        if self.get_option("gpu_selection") == "label_selector":
+            return self.get_option("label_selector")
+        return None
 
     def _nodes(self, path, cache):
         """The cluster's nodes: from the cache when it may be used and holds them, else read (and cached)."""
@@ -218,6 +224,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             return None
         if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
             return None  # written by another version, or by another plugin under the same key
+        if data.get("label_selector") != self._listing():
+            return None  # another listing: the configuration's selection changed since
         return data
 
     # ------------------------------------------------------------------------------------------ inventory

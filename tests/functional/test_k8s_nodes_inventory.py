@@ -294,6 +294,13 @@ def test_the_cache_serves_the_nodes_and_a_failed_refresh_says_what_is_used(inv, 
     (warning,) = warnings(stderr)
     assert warning.startswith("%s: using the cached inventory from %s because the refresh failed: %s"
                               % (PLUGIN, read_at, failure)), warning
+    # a cache of another listing (the selection changed since) is not used
+    kube_server.clear_faults()
+    data, _ = inv.write(gpu_selection="label_selector", label_selector="none-such", **options).list()
+    assert hosts(data, "gpu_nodes") == []
+    data, _ = inv.write(**options).list()
+    assert hosts(data, "gpu_nodes") == ["gpu-1", "gpu-2"]
+    kube_server.inject(method="GET", path_regex="/api/v1/nodes$", status=503, times=0)
     # a cache older than cache_timeout is gone: nothing to fall back on, the failure alone
     inv.write(cache_fallback=True, **dict(options, cache_timeout=1))
     os.utime(next(cache.iterdir()), (0, 0))
