@@ -106,8 +106,8 @@ def cluster(kube):
         "cp-1": ({CONTROL_PLANE: ""}, "10.0.0.1"),
     }
     for name, (labels, address) in nodes.items():
-        kube.node(name, labels=labels, addresses=[ip(address), ip("203.0.113.%s" % address.rsplit(".", 1)[1],
-                                                                      "ExternalIP"), ip(name, "Hostname")])
+        external = "203.0.113.%s" % address.rsplit(".", 1)[1]
+        kube.node(name, labels=labels, addresses=[ip(address), ip(external, "ExternalIP"), ip(name, "Hostname")])
 
 
 def test_gpu_nodes_with_addresses_names_groups_and_the_control_host(inv):
@@ -128,8 +128,8 @@ def test_gpu_nodes_with_addresses_names_groups_and_the_control_host(inv):
     assert a100["kubegpu_node_name"] == "gpu-a100"
     assert a100["gpu_product"] == "NVIDIA-A100-SXM4-40GB"
     assert a100["kubelet_pods"] == 110
-    assert a100["kubegpu_node"]["addresses"] == {"InternalIP": "10.0.0.11", "ExternalIP": "203.0.113.11",
-                                                  "Hostname": "gpu-a100"}
+    assert a100["kubegpu_node"]["addresses"] == {
+        "InternalIP": "10.0.0.11", "ExternalIP": "203.0.113.11", "Hostname": "gpu-a100"}
     assert a100["kubegpu_node"]["node_info"]["kubeletVersion"]
     # the control host: localhost, local, with the connection the inventory was read with
     assert hosts(data, "k8s_control") == ["localhost"]
@@ -162,20 +162,20 @@ def test_each_selection_picks_its_nodes(inv, options, expected):
 ])
 def test_the_address_type_chosen_becomes_ansible_host(inv, address_type, expected):
     cluster(inv.kube)
-    data, _ = inv.write(address_type=address_type).list()
+    data = inv.write(address_type=address_type).list()[0]
     assert hostvars(data, "gpu-a100")["ansible_host"] == expected
 
 
 def test_a_named_control_host_with_its_variables_and_no_token_in_the_inventory(inv):
     cluster(inv.kube)
-    data, _ = inv.write(control_host="bastion", control_host_vars={"ansible_host": "192.0.2.5"},
-                        api_key=inv.kube.server.token).list()
+    data = inv.write(control_host="bastion", control_host_vars={"ansible_host": "192.0.2.5"},
+                     api_key=inv.kube.server.token).list()[0]
     assert hosts(data, "k8s_control") == ["bastion"]
     bastion = hostvars(data, "bastion")
     assert bastion["ansible_host"] == "192.0.2.5"
     assert "ansible_connection" not in bastion
     assert inv.kube.server.token not in json.dumps(data)
-    data, _ = inv.write(control_host="").list()
+    data = inv.write(control_host="").list()[0]
     assert "k8s_control" not in data
 
 
@@ -263,17 +263,17 @@ def test_the_cache_serves_the_nodes_and_a_failed_refresh_says_what_is_used(inv, 
                    cache_timeout=3600)
     inv.kube.node("gpu-1", labels={PRESENT: "true"}, addresses=[ip("10.0.0.5")])
     kube_server.reset_counts()
-    data, _ = inv.write(**options).list()
+    data = inv.write(**options).list()[0]
     assert hosts(data, "gpu_nodes") == ["gpu-1"]
     assert kube_server.request_counts("nodes") == {"list": 1}
     # a node the autoscaler adds: the cache (younger than cache_timeout) is served, without a request
     inv.kube.node("gpu-2", labels={PRESENT: "true"}, addresses=[ip("10.0.0.6")])
     kube_server.reset_counts()
-    data, _ = inv.list()
+    data = inv.list()[0]
     assert hosts(data, "gpu_nodes") == ["gpu-1"]
     assert kube_server.request_counts("nodes") == {}
     # --flush-cache reads the cluster again: the new node appears, and the cache holds it
-    data, _ = inv.list("--flush-cache")
+    data = inv.list("--flush-cache")[0]
     assert hosts(data, "gpu_nodes") == ["gpu-1", "gpu-2"]
     assert kube_server.request_counts("nodes") == {"list": 1}
     (entry,) = [json.loads(path.read_text()) for path in cache.iterdir()]
@@ -296,9 +296,9 @@ def test_the_cache_serves_the_nodes_and_a_failed_refresh_says_what_is_used(inv, 
                               % (PLUGIN, read_at, failure)), warning
     # a cache of another listing (the selection changed since) is not used
     kube_server.clear_faults()
-    data, _ = inv.write(gpu_selection="label_selector", label_selector="none-such", **options).list()
+    data = inv.write(gpu_selection="label_selector", label_selector="none-such", **options).list()[0]
     assert hosts(data, "gpu_nodes") == []
-    data, _ = inv.write(**options).list()
+    data = inv.write(**options).list()[0]
     assert hosts(data, "gpu_nodes") == ["gpu-1", "gpu-2"]
     kube_server.inject(method="GET", path_regex="/api/v1/nodes$", status=503, times=0)
     # a cache older than cache_timeout is gone: nothing to fall back on, the failure alone
@@ -314,7 +314,7 @@ def test_without_the_cache_option_every_run_reads_the_cluster(inv, kube_server):
     inv.list()
     inv.kube.node("gpu-2", labels={PRESENT: "true"}, addresses=[ip("10.0.0.6")])
     kube_server.reset_counts()
-    data, _ = inv.list()
+    data = inv.list()[0]
     assert hosts(data, "gpu_nodes") == ["gpu-1", "gpu-2"]
     assert kube_server.request_counts("nodes") == {"list": 1}
 

@@ -68,7 +68,7 @@ def test_hosts_by_name_with_their_address_and_the_nodes_without_one():
     assert [(r["name"], address) for r, address in hosts] == [("a", "10.0.0.1"), ("b", "10.0.0.2")]
     assert skipped == ["c"]
     hosts, skipped = plan_hosts(records, "Hostname")
-    assert [address for _, address in hosts] == ["b", "c"] and skipped == ["a"]
+    assert [pair[1] for pair in hosts] == ["b", "c"] and skipped == ["a"]
     assert skipped_message(["c"], "InternalIP", records) == (
         "node c has no InternalIP address (addresses: Hostname): left out of gpu_nodes (address_type chooses "
         "another type; strict: true fails instead)")
