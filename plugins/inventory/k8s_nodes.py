@@ -200,6 +200,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         if use_cache and cache:
             cached = self._cached(key)
             if cached is not None:
+                display.v("%s: the cached inventory from %s (--flush-cache reads the cluster)"
+                          % (self.NAME, cached["read_at"]))
                 return cached
         try:
             data = self._read_cluster()
