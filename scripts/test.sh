@@ -13,14 +13,14 @@ banner() { printf '\n=== %s ===\n' "$*"; }
 
 stage_build() {
     # The collection builds, installs into an empty path, and ansible-doc reads every
-    # module and every role's argument spec from the installed copy.
+    # module, inventory plugin and role's argument spec from the installed copy.
     local out="$KUBEGPU_ROOT/.cache/build" name kind
     rm -rf "$out"; mkdir -p "$out"
     ansible-galaxy collection build --force --output-path "$out" . >/dev/null
     ansible-galaxy collection install --force --no-deps -p "$out/installed" "$out"/kubegpu-nvidia-*.tar.gz >/dev/null
-    for path in plugins/modules/*.py roles/*/; do
+    for path in plugins/modules/*.py plugins/inventory/*.py roles/*/; do
         [ -e "$path" ] || continue
-        case "$path" in roles/*) kind=role ;; *) kind=module ;; esac
+        case "$path" in roles/*) kind=role ;; plugins/inventory/*) kind=inventory ;; *) kind=module ;; esac
         name=$(basename "$path" .py)
         ANSIBLE_COLLECTIONS_PATH="$out/installed" ansible-doc -t "$kind" --json "kubegpu.nvidia.$name" \
             | python -c 'import json, sys; doc = json.load(sys.stdin); sys.exit(0 if doc.get(sys.argv[1]) else 1)' \
@@ -39,11 +39,26 @@ stage_build() {
         return 1
     fi
     grep -v '^Loading ' "$log"
+    # ansible-builder makes the execution environment's build context from meta/execution-environment.yml,
+    # and the context installs what the definition and the collection's requirements say (docs/awx.md)
+    python scripts/ee_context.py "$out/ee"
 }
 
 stage_lint() {
     antsibull-changelog lint
+    # ansible-lint must not install this collection anywhere (.ansible-lint: offline): a copy under
+    # ~/.ansible/collections would shadow the checkout for Ansible and pytest run without scripts/env.sh
+    local stamp copies
+    stamp=$(mktemp)
     ansible-lint --profile production --strict
+    copies=$(find "${ANSIBLE_HOME:-$HOME/.ansible}" "$KUBEGPU_ROOT/.ansible" "$VIRTUAL_ENV/.ansible" \
+        -path '*/ansible_collections/kubegpu*' -newer "$stamp" -print 2>/dev/null | head -3 || true)
+    rm -f "$stamp"
+    if [ -n "$copies" ]; then
+        echo "ansible-lint installed the collection (.ansible-lint must keep offline: true):" >&2
+        echo "$copies" >&2
+        return 1
+    fi
 }
 
 stage_sanity() {
