@@ -61,7 +61,7 @@ def cluster(kube_server, kube, tmp_path):
     (tmp_path / "inventory.json").write_text(json.dumps(
         {"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}))
     (tmp_path / "site.yml").write_text(PLAYBOOK)
-    return {"dir": tmp_path, "core": core, "apps": kubernetes.client.AppsV1Api(client),
+    return {"dir": tmp_path, "core": core, "apps": kubernetes.client.AppsV1Api(client), "kube": kube,
             "custom": kubernetes.client.CustomObjectsApi(client),
             "ext": kubernetes.client.ApiextensionsV1Api(client), "kubeconfig": kube.kubeconfig}
 
@@ -114,6 +114,25 @@ def test_with_the_crd_a_servicemonitor_is_applied_once(cluster):
     rc, stats, tasks = run(cluster)
     assert rc == 0, failed(tasks)
     assert stats["changed"] == 0, [name for name, res in tasks.items() if res.get("changed")]
+
+
+def test_k8s_gpu_evict_stops_the_exporter_with_the_other_gpu_daemons_and_restore_brings_it_back(cluster):
+    """What upgrade_driver.yml (and a MIG change) does to a node: k8s_gpu_evict taints it with the pause taint and
+    deletes the pods that hold the driver; their DaemonSets must not start them again until it is restored."""
+    rc, _stats, tasks = run(cluster)
+    assert rc == 0, failed(tasks)
+    exporter = ["%s/%s" % (NAMESPACE, p.metadata.name) for p in cluster["core"].list_namespaced_pod(
+        NAMESPACE, field_selector="spec.nodeName=gpu-healthy").items]
+    assert len(exporter) == 1
+    evict = cluster["kube"].ansible("kubegpu.nvidia.k8s_gpu_evict", {"node": "gpu-healthy", "delay": 0.2})
+    assert evict.get("failed") is not True, evict
+    assert evict["paused"] is True and evict["stopped"] == exporter
+    assert evict["restarted"] == []
+    assert exporter_nodes(cluster) == ["gpu-unhealthy"]
+    restored = cluster["kube"].ansible("kubegpu.nvidia.k8s_gpu_evict", {"node": "gpu-healthy", "state": "restored",
+                                                                        "delay": 0.2})
+    assert restored["changed"] is True and restored["paused"] is False
+    assert exporter_nodes(cluster) == ["gpu-healthy", "gpu-unhealthy"]
 
 
 def test_check_mode_creates_nothing_and_shows_the_objects(cluster):
