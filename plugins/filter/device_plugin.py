@@ -8,7 +8,8 @@
 files; ``gpu_node_capacity`` compares each GPU host's node with its model (module_utils/node_model.py);
 ``device_plugin_node_labels`` gives the ``nvidia.com/device-plugin.config`` patches of the nodes whose label
 differs; ``device_plugin_input_problems`` / ``device_plugin_nfd_problem`` say what stops the role before it
-applies anything (module_utils/device_plugin_checks.py).  Hosts are matched to nodes by
+applies anything and ``device_plugin_health_checks`` the plugin's health check environment
+(module_utils/device_plugin_checks.py).  Hosts are matched to nodes by
 node_labels.resolve_node, the match k8s_gpu_label uses.
 """
 
@@ -258,6 +259,14 @@ def device_plugin_input_problems(image_errors, uses_mps, mps_root, gfd_enabled, 
     return device_plugin_checks.input_problems(image_errors, uses_mps, mps_root, gfd_enabled, gfd_run_as_user)
 
 
+def device_plugin_health_checks(enabled, ignored_xids, forced_xids):
+    """``{env, problems}``: the device plugin's health check environment, or why the variables cannot make it
+    (module_utils/device_plugin_checks.py health_checks)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_checks
+
+    return device_plugin_checks.health_checks(enabled, ignored_xids, forced_xids)
+
+
 def device_plugin_nfd_problem(crd_info, gfd_enabled, nfd_deploy):
     """Why GPU Feature Discovery would have no Node Feature Discovery to publish to, in one line; "" when it has.
 
@@ -314,4 +323,5 @@ class FilterModule:
             "device_plugin_node_labels": device_plugin_node_labels,
             "device_plugin_input_problems": device_plugin_input_problems,
             "device_plugin_nfd_problem": device_plugin_nfd_problem,
+            "device_plugin_health_checks": device_plugin_health_checks,
         }

@@ -193,3 +193,24 @@ def test_nodes_given_stand_in_for_the_read_and_a_shortfall_among_them_is_polled(
     assert poll.get("skipped") is not True and len(poll["resources"]) == 3
     capacity = tasks["Record the GPU capacity per node and the revision of the DaemonSet"]["ansible_facts"]["k8s_device_plugin_capacity"]
     assert all(c["ok"] for c in capacity)
+
+
+def test_health_check_settings_reach_the_plugin_and_a_conflict_stops_the_role_before_anything_is_applied(cluster):
+    # k8s-device-plugin v0.20 internal/rm/health.go reads DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS
+    conflict = dict(BASE, k8s_device_plugin_health_ignored_xids=[48, 79], k8s_device_plugin_health_forced_xids=[79])
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], conflict)
+    assert rc != 0
+    name, result = failure(tasks)
+    assert name == "Check the role's input before applying anything"
+    assert result["msg"] == ("Xid 79 both ignored and forced: remove it from k8s_device_plugin_health_ignored_xids "
+                             "or from k8s_device_plugin_health_forced_xids")
+    with pytest.raises(kubernetes.client.exceptions.ApiException):
+        cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+
+    settings = dict(BASE, k8s_device_plugin_health_ignored_xids=[94, 48], k8s_device_plugin_health_forced_xids=[109])
+    rc, _stats, tasks = run_playbook(cluster["dir"], cluster["kubeconfig"], settings)
+    assert rc == 0, failure(tasks)
+    ds = cluster["apps"].read_namespaced_daemon_set("nvidia-device-plugin", "nvidia-device-plugin")
+    plugin = [c for c in ds.spec.template.spec.containers if c.name == "nvidia-device-plugin-ctr"][0]
+    assert dict((e.name, e.value) for e in plugin.env if e.name.startswith("DP_")) == {
+        "DP_DISABLE_HEALTHCHECKS": "48,94", "DP_ENABLE_HEALTHCHECKS": "109"}

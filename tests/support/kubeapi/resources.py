@@ -21,6 +21,10 @@ class Resource:
     # resources whose `status` is written only through the status subresource
     generation: bool = False
     singular: str = field(default="")
+    # a custom resource: served (URLs and discovery) only while this CustomResourceDefinition exists, as the
+    # apiextensions-apiserver serves a CRD's resource (staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/
+    # customresource_handler.go answers 404 for a resource whose CRD it does not find)
+    crd: str = field(default="")
 
     @property
     def group_version(self):
@@ -77,9 +81,12 @@ RESOURCES = [
     Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)),
     Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
-    # stored only: the resources a CRD defines are not served
+    # stored; of the resources CRDs define, only those below are served, each while its CRD exists
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
              ("crd", "crds"), subresources=("status",), generation=True),
+    # the Prometheus Operator's ServiceMonitor (the dcgm_exporter role applies one where the CRD exists)
+    Resource("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True, ("smon",),
+             generation=True, crd="servicemonitors.monitoring.coreos.com"),
 ]
 
 SUBRESOURCE_KIND = {"status": None, "log": "Pod", "eviction": "Eviction"}
@@ -89,22 +96,27 @@ BY_PATH = {(r.group, r.version, r.name): r for r in RESOURCES}
 BY_KIND = {(r.group, r.kind): r for r in RESOURCES}
 
 
-def group_versions():
-    """{group: [versions]} in a stable order, the legacy core group excluded."""
+def _served(res, served):
+    return served is None or served(res)
+
+
+def group_versions(served=None):
+    """{group: [versions]} in a stable order, the legacy core group excluded; ``served(res)`` says whether a
+    custom resource is served now (None: every resource)."""
     groups = {}
     for res in RESOURCES:
-        if res.group:
+        if res.group and _served(res, served):
             versions = groups.setdefault(res.group, [])
             if res.version not in versions:
                 versions.append(res.version)
     return groups
 
 
-def resource_list(group, version):
+def resource_list(group, version, served=None):
     """The APIResourceList body for /api/v1 or /apis/<group>/<version>, or None."""
     items = []
     for res in RESOURCES:
-        if res.group != group or res.version != version:
+        if res.group != group or res.version != version or not _served(res, served):
             continue
         entry = {
             "name": res.name,

@@ -69,8 +69,8 @@ class Fault:
                 "hang": self.hang, "fired": self.fired}
 
 
-def _parse_path(path):
-    """(res, namespace, name, subresource) for a resource URL, or None."""
+def _parse_path(path, served=None):
+    """(res, namespace, name, subresource) for a resource URL, or None; ``served(res)`` False: not found."""
     parts = [p for p in path.split("/") if p]
     if len(parts) >= 2 and parts[0] == "api":
         group, version, rest = "", parts[1], parts[2:]
@@ -84,7 +84,7 @@ def _parse_path(path):
     if rest[0] == "namespaces" and len(rest) >= 3 and (group, version, rest[2]) in BY_PATH:
         namespace, rest = rest[1], rest[2:]
     res = BY_PATH.get((group, version, rest[0]))
-    if res is None:
+    if res is None or (served is not None and not served(res)):
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     if namespace is not None and not res.namespaced:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -205,7 +205,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             user = self._impersonate(self._authenticate(path))
             record["user"] = user
-            target = None if path in PUBLIC_PATHS else _parse_path(path)
+            target = None if path in PUBLIC_PATHS else _parse_path(path, self.api.served)
             if target is not None:
                 record["verb"] = self._verb(method, target, query)
                 record["resource"] = target[0].name + ("/" + target[3] if target[3] else "")
@@ -388,20 +388,21 @@ class Handler(BaseHTTPRequestHandler):
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % self.api.port}]})
         elif path == "/apis":
             groups = []
-            for group, versions in resources.group_versions().items():
+            for group, versions in resources.group_versions(self.api.served).items():
                 groups.append(self._group(group, versions))
             self._send(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         elif path == "/api/v1":
             self._send(200, resources.resource_list("", "v1"))
         else:
             parts = [p for p in path.split("/") if p]
-            groups = resources.group_versions()
+            served = self.api.served
+            groups = resources.group_versions(served)
             if len(parts) == 2 and parts[0] == "apis" and parts[1] in groups:
                 body = self._group(parts[1], groups[parts[1]])
                 body.update({"kind": "APIGroup", "apiVersion": "v1"})
                 self._send(200, body)
-            elif len(parts) == 3 and parts[0] == "apis" and resources.resource_list(parts[1], parts[2]):
-                self._send(200, resources.resource_list(parts[1], parts[2]))
+            elif len(parts) == 3 and parts[0] == "apis" and resources.resource_list(parts[1], parts[2], served):
+                self._send(200, resources.resource_list(parts[1], parts[2], served))
             else:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
@@ -701,6 +702,13 @@ class KubeAPIServer:
         self._last_write = 0.0
         self._tmpdir = None
         self.ca_path = None
+
+    def served(self, res):
+        """Whether a resource is served now: a custom resource only while its CustomResourceDefinition exists."""
+        if not res.crd:
+            return True
+        return self.store.find(BY_PATH[("apiextensions.k8s.io", "v1", "customresourcedefinitions")], None,
+                               res.crd) is not None
 
     # ---------------------------------------------------------------- lifecycle
     @property

@@ -46,6 +46,8 @@ VARIABLE_SETS = {
         "k8s_device_plugin_image_pull_secrets": ["regcred", "backup-cred"],
         "k8s_device_plugin_image_pull_policy": "Always",
     },
+    "health-xids": {"k8s_device_plugin_health_ignored_xids": [94, 48], "k8s_device_plugin_health_forced_xids": [109]},
+    "health-off": {"k8s_device_plugin_health_checks": False},
     "default-runtime-nvidia": {"k8s_device_plugin_nvidia_default_runtime": True,
                                "k8s_device_plugin_runtime_class_create": False},
     "per-product": {
@@ -503,6 +505,38 @@ def test_problems_of_both_kinds_are_reported_together():
     found = problems({"k8s_device_plugin_image_digest": "sha256:1", "k8s_device_plugin_sharing_strategy": "mps",
                       "k8s_device_plugin_replicas": 2, "k8s_device_plugin_mps_root": "mps"})
     assert [p.split(" ")[0] for p in found] == ["k8s_device_plugin_image_digest", "k8s_device_plugin_mps_root"]
+
+
+# The plugin's health checks, as k8s-device-plugin v0.20 internal/rm/health.go reads its environment.
+@pytest.mark.parametrize("name, expected", [
+    ("defaults", {}),
+    ("health-xids", {"DP_DISABLE_HEALTHCHECKS": "48,94", "DP_ENABLE_HEALTHCHECKS": "109"}),
+    ("health-off", {"DP_DISABLE_HEALTHCHECKS": "all"}),
+])
+def test_the_health_check_variables_reach_the_plugin_container_only(name, expected):
+    objects = role_render.manifests(VARIABLE_SETS[name])
+    plugin = containers(by_kind(objects, "DaemonSet", "nvidia-device-plugin"))
+    found = dict((key, value) for key, value in env(plugin["nvidia-device-plugin-ctr"]).items()
+                 if key.startswith("DP_"))
+    assert found == expected
+    # the config-manager sidecar has no health check to configure
+    assert not [key for key in env(plugin["nvidia-device-plugin-sidecar"]) if key.startswith("DP_")]
+
+
+@pytest.mark.parametrize("variables, message", [
+    ({"k8s_device_plugin_health_ignored_xids": [0]},
+     "k8s_device_plugin_health_ignored_xids: 0 is not an Xid (a whole number from 1; 0 would stand for every Xid in "
+     "the device plugin)"),
+    ({"k8s_device_plugin_health_ignored_xids": [79], "k8s_device_plugin_health_forced_xids": ["79"]},
+     "Xid 79 both ignored and forced: remove it from k8s_device_plugin_health_ignored_xids or from "
+     "k8s_device_plugin_health_forced_xids"),
+    ({"k8s_device_plugin_health_checks": False, "k8s_device_plugin_health_forced_xids": [109]},
+     "k8s_device_plugin_health_checks is false, so the device plugin watches no Xid: "
+     "k8s_device_plugin_health_ignored_xids and k8s_device_plugin_health_forced_xids must be empty (to watch only "
+     "some Xids, keep the checks on and ignore the others)"),
+])
+def test_health_check_variables_are_checked_before_anything_is_applied(variables, message):
+    assert problems(variables) == [message]
 
 
 # ---------------------------------------------------------------- GPU Feature Discovery and Node Feature Discovery

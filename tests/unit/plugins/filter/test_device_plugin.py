@@ -226,8 +226,8 @@ def test_resources_text(resources, text):
 
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == ["device_plugin_config", "device_plugin_config_documents",
-                                                  "device_plugin_config_error", "device_plugin_hosts_error",
-                                                  "device_plugin_input_problems", "device_plugin_nfd_problem",
+                                                  "device_plugin_config_error", "device_plugin_health_checks",
+                                                  "device_plugin_hosts_error", "device_plugin_input_problems", "device_plugin_nfd_problem",
                                                   "device_plugin_node_labels", "gpu_node_capacity"]
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.kubegpu.nvidia.plugins.filter.device_plugin import device_plugin_nfd_problem
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.device_plugin_checks import (
-    NODEFEATURE_CRD, input_problems, nfd_problem)
+    NODEFEATURE_CRD, health_checks, input_problems, nfd_problem)
 
 MPS_ROOT = 'k8s_device_plugin_mps_root %s is not an absolute path'
 GFD_USER = 'k8s_device_plugin_gfd_run_as_user %s is not a user ID (0 for root, or above)'
@@ -81,3 +81,60 @@ def test_gfd_needs_a_node_feature_discovery_it_can_publish_to(nfd_deploy, existi
     if existing is None:
         assert device_plugin_nfd_problem({}, True, nfd_deploy) == problem
         assert device_plugin_nfd_problem(None, True, nfd_deploy) == problem
+
+
+# The device plugin's health check environment, as k8s-device-plugin v0.20 internal/rm/health.go reads it
+# (getDisabledHealthCheckXids, newHealthCheckXIDs, disabledXIDs.IsAllDisabled / IsDisabled).
+@pytest.mark.parametrize("enabled, ignored, forced, env", [
+    (True, [], [], {}),                                        # nothing set: the plugin's own list only
+    (False, [], [], {"DP_DISABLE_HEALTHCHECKS": "all"}),       # "all" (or "xids"): a no-op health provider
+    (True, [94, 48], [], {"DP_DISABLE_HEALTHCHECKS": "48,94"}),  # extra Xids, on top of 13, 31, 43, 45, 68, 109
+    (True, ["63", " 64 ", 63], [], {"DP_DISABLE_HEALTHCHECKS": "63,64"}),  # strings of digits (TrimSpace), once each
+    (True, [], [109], {"DP_ENABLE_HEALTHCHECKS": "109"}),      # an always-ignored Xid watched again
+    (True, [48], [13, 31], {"DP_DISABLE_HEALTHCHECKS": "48", "DP_ENABLE_HEALTHCHECKS": "13,31"}),
+    (True, None, None, {}),
+])
+def test_the_health_checks_become_the_plugin_environment(enabled, ignored, forced, env):
+    found = health_checks(enabled, ignored, forced)
+    assert found["problems"] == []
+    assert dict((e["name"], e["value"]) for e in found["env"]) == env
+    # the order the container lists them in: disable first
+    assert [e["name"] for e in found["env"]] == sorted(env)
+
+
+IGNORED = "k8s_device_plugin_health_ignored_xids"
+FORCED = "k8s_device_plugin_health_forced_xids"
+NOT_XID = "%s: %s is not an Xid (a whole number from 1; 0 would stand for every Xid in the device plugin)"
+
+
+@pytest.mark.parametrize("enabled, ignored, forced, problems", [
+    # health.go keys "every Xid" as 0: an ignored 0 would turn every check off
+    (True, [0], [], [NOT_XID % (IGNORED, "0")]),
+    (True, ["all"], [], [NOT_XID % (IGNORED, '"all"')]),       # the switch is k8s_device_plugin_health_checks
+    (True, [-1], [], [NOT_XID % (IGNORED, "-1")]),
+    (True, [True], [], [NOT_XID % (IGNORED, "true")]),
+    (True, [48.0], [], [NOT_XID % (IGNORED, "48.0")]),
+    (True, ["0x30"], [], [NOT_XID % (IGNORED, '"0x30"')]),     # ParseUint base 10: the plugin would skip it
+    (True, [2 ** 64], [], [NOT_XID % (IGNORED, str(2 ** 64))]),  # beyond ParseUint's 64 bits
+    (True, [], ["109,13"], [NOT_XID % (FORCED, '"109,13"')]),   # one Xid per item
+    (True, "48", [], ['%s must be a list of Xids (integers), got "48"' % IGNORED]),
+    # an Xid both ignored and forced: health.go lets the forced one win without a word
+    (True, [48, 79], [79], ["Xid 79 both ignored and forced: remove it from %s or from %s" % (IGNORED, FORCED)]),
+    (True, [48, 79], ["79", 48], ["Xid 48, 79 both ignored and forced: remove them from %s or from %s"
+                                  % (IGNORED, FORCED)]),
+    # with every check off, IsAllDisabled is true and the plugin never reads the forced Xids
+    (False, [], [79], ["k8s_device_plugin_health_checks is false, so the device plugin watches no Xid: %s and %s "
+                       "must be empty (to watch only some Xids, keep the checks on and ignore the others)"
+                       % (IGNORED, FORCED)]),
+    (False, [48], [], ["k8s_device_plugin_health_checks is false, so the device plugin watches no Xid: %s and %s "
+                       "must be empty (to watch only some Xids, keep the checks on and ignore the others)"
+                       % (IGNORED, FORCED)]),
+    (True, [0], [0], [NOT_XID % (IGNORED, "0"), NOT_XID % (FORCED, "0")]),
+    ("yes", [], [], ['k8s_device_plugin_health_checks must be true or false, got "yes"']),
+])
+def test_health_check_variables_the_plugin_would_misread_are_refused_one_line_each(enabled, ignored, forced,
+                                                                                   problems):
+    found = health_checks(enabled, ignored, forced)
+    assert found == {"env": [], "problems": problems}
+    assert all("\n" not in problem for problem in problems)
+
