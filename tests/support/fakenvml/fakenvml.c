@@ -2312,6 +2312,21 @@ EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, uns
     return NVML_SUCCESS;
 }
 
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gi, unsigned int id,
+                                                          nvmlComputeInstance_t *out)
+{
+    unsigned int k;
+    CHECK_INIT("nvmlGpuInstanceGetComputeInstanceById");
+    if (!valid_gi(gi) || !out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (k = 0; k < MAX_CI; k++)
+        if (gi->ci[k].magic == CI_MAGIC && gi->ci[k].id == id) {
+            *out = &gi->ci[k];
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
 EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci)
 {
     CHECK_INIT("nvmlComputeInstanceDestroy");
