@@ -15,11 +15,11 @@ short_description: Partition a node's NVIDIA GPUs into MIG devices as a mig-part
 version_added: 1.1.0
 description:
   - Reads each GPU's MIG mode (current and pending), GPU instances (profile, placement) and compute instances
-    through NVML (one session), plans the change to the named mig-parted C(version: v1) config (O(config)) and
+    through NVML (one session), plans the change to the named mig-parted v1 config (O(config)) and
     carries it out in mig-parted's order; see C(docs/mig.md).
   - Every check comes before any change. The config must parse as mig-parted parses it; each profile must be
     one the GPU's own NVML profile table has; the counts must fit the GPU's placements; C(devices) indices
-    must exist; a GPU that is not MIG-capable is skipped under C(devices: all) and refused when addressed by
+    must exist; a GPU that is not MIG-capable is skipped when a spec says C(devices) V(all) and refused when addressed by
     index. One line names the GPU, the profile and why; nothing is changed.
   - A GPU that must change and has processes (NVML running processes) refuses the whole node, naming the
     processes, before any change.
@@ -54,7 +54,7 @@ options:
     required: true
   configs:
     description:
-      - More configs, a mig-parted C(version: v1) document (YAML text or a mapping with C(version) and
+      - More configs, a mig-parted v1 document (YAML text or a mapping with C(version) and
         C(mig-configs)), merged over the shipped ones by name.
     type: raw
   configs_file:
