@@ -127,9 +127,22 @@ def _instances(lib, handle, profiles):
     return sorted(result, key=lambda gi: gi["id"])
 
 
+def _running(lib, handle):
+    """NVML's compute processes of the GPU; a driver without the _v3 call (nvidia-ml-py 13 then raises its
+    NVMLLibraryMismatchError, not an NVMLError) is asked with _v2."""
+    mismatch = getattr(lib, "NVMLLibraryMismatchError", None)
+    try:
+        return lib.nvmlDeviceGetComputeRunningProcesses(handle)
+    except Exception as error:  # pylint: disable=broad-except  # re-raised unless it is the bindings' mismatch
+        if (mismatch is None or not isinstance(error, mismatch)
+                or not hasattr(lib, "nvmlDeviceGetComputeRunningProcesses_v2")):
+            raise
+    return lib.nvmlDeviceGetComputeRunningProcesses_v2(handle)
+
+
 def _processes(lib, handle):
     result = []
-    for process in lib.nvmlDeviceGetComputeRunningProcesses(handle):
+    for process in _running(lib, handle):
         try:
             name = _text(lib.nvmlSystemGetProcessName(process.pid))
         except lib.NVMLError:
@@ -145,7 +158,7 @@ def read_gpu(lib, index):
     gpu = {"index": index, "name": _text(lib.nvmlDeviceGetName(handle)), "pci_device_id": pci.pciDeviceId,
            "pci_subsystem_id": pci.pciSubSystemId, "bus_id": _text(pci.busId), "compute_capability": None,
            "mig_capable": True, "mode": {"current": False, "pending": False}, "profiles": None, "instances": [],
-           "processes": _processes(lib, handle)}
+           "processes": []}
     try:
         gpu["compute_capability"] = list(lib.nvmlDeviceGetCudaComputeCapability(handle))
     except lib.NVMLError as error:
@@ -159,6 +172,7 @@ def read_gpu(lib, index):
         gpu["mig_capable"] = False
         return gpu
     gpu["mode"] = {"current": bool(current), "pending": bool(pending)}
+    gpu["processes"] = _processes(lib, handle)  # only a MIG-capable GPU can change
     if current:
         gpu["profiles"] = _profiles(lib, handle, memory)
         gpu["instances"] = _instances(lib, handle, gpu["profiles"])
@@ -167,7 +181,14 @@ def read_gpu(lib, index):
 
 def read_gpus(lib):
     """Every GPU of the node as ``mig_plan`` takes them (an NVML session's work: reads only)."""
-    return [read_gpu(lib, index) for index in range(lib.nvmlDeviceGetCount())]
+    gpus = []
+    for index in range(lib.nvmlDeviceGetCount()):
+        try:
+            gpus.append(read_gpu(lib, index))
+        except lib.NVMLError as error:
+            raise MigApplyError("MIG geometry not read: GPU %d: NVML failed: %s" % (index, describe_error(lib, error)),
+                                nvml_error=error_code(error))
+    return gpus
 
 
 # ------------------------------------------------------------------ reset preconditions

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+import mig_profiles
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.mig_plan import gpu_instance_profile_name
 from fakenvml.profile import PROFILES, load_profile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -643,9 +645,6 @@ print(lib.nvmlShutdown(), lib.nvmlDeviceGetRetiredPages(handle, 1, ctypes.byref(
 # NVML's MIG calls as the real pynvml (nvidia-ml-py 13) makes them, against the profile tables of
 # tests/support/mig_profiles.py (REFERENCE 8.1); the state is kept in $FAKENVML_STATE across processes.
 
-import mig_profiles  # noqa: E402  (tests/support on sys.path)
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.mig_plan import gpu_instance_profile_name  # noqa: E402
-
 NVIDIA_SMI = ROOT / "tests" / "support" / "fakenvml" / "nvidia-smi"
 MIG_HELPERS = r"""
 import json, sys
@@ -945,3 +944,15 @@ def test_state_of_another_profile_is_refused(libdir, tmp_path):
     proc = subprocess.run([sys.executable, str(PROBE)], env=env, capture_output=True, text=True, timeout=60)
     assert error_of(json.loads(proc.stdout)["init"]) == "NVMLError_Unknown"
     assert "mig.state:2: not a MIG state line" in proc.stderr
+
+
+def test_probe_reports_instances_and_processes(libdir, tmp_path):
+    """probe.py shows what the MIG state holds: a100x4-mig's GPU 0 seeded with two 3g.20gb (placements 0 and 4)."""
+    got, _stderr = run_probe(libdir, PROFILES / "a100x4-mig.conf")
+    assert got["devices"][0]["gpu_instances"] == [[1, 9, 0, 4, [0]], [2, 9, 4, 4, [0]]]
+    assert [d["gpu_instances"] for d in got["devices"][1:]] == [[], [], []]
+    assert got["devices"][0]["processes"] == []
+    config = mig_config(tmp_path, mig_gpu_profile("H100-80GB", mig_mode=0, extra="processes = 7:python3\n"))
+    got, _stderr = run_probe(libdir, config)
+    assert got["devices"][0]["gpu_instances"] == []
+    assert got["devices"][0]["processes"] == [[7, "python3"]]

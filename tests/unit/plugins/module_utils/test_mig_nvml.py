@@ -76,3 +76,55 @@ def test_apply_refuses_a_blocked_reset_before_any_nvml_session(tmp_path):
                                 "the node")
     assert caught.value.details["reset_blocked_by"] == ["nvidia_drm is loaded"]
     assert sessions == []
+
+
+class FakeLib(object):
+    """The few pynvml names one function uses (nvidia-ml-py 13 raises NVMLLibraryMismatchError, not an NVMLError,
+    from nvmlDeviceGetComputeRunningProcesses when the library lacks _v3)."""
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super(FakeLib.NVMLError, self).__init__(value)
+            self.value = value
+
+    class NVMLLibraryMismatchError(Exception):
+        pass
+
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13
+
+    def __init__(self, v3=True, v2=True):
+        self.v3 = v3
+        if v2:
+            self.nvmlDeviceGetComputeRunningProcesses_v2 = lambda handle: ["v2"]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        if not self.v3:
+            raise self.NVMLLibraryMismatchError("Unversioned function called")
+        return ["v3"]
+
+    def nvmlErrorString(self, code):
+        return "Unknown Error"
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        raise self.NVMLError(999)
+
+
+@pytest.mark.parametrize("v3, v2, answer", [(True, True, ["v3"]), (False, True, ["v2"])])
+def test_running_processes_fall_back_to_v2(v3, v2, answer):
+    assert mig_nvml._running(FakeLib(v3, v2), None) == answer
+
+
+def test_running_processes_without_either_call_is_not_swallowed():
+    with pytest.raises(FakeLib.NVMLLibraryMismatchError):
+        mig_nvml._running(FakeLib(v3=False, v2=False), None)
+
+
+def test_read_gpus_turns_an_nvml_failure_into_one_line():
+    with pytest.raises(mig_nvml.MigApplyError) as caught:
+        mig_nvml.read_gpus(FakeLib())
+    assert caught.value.msg.startswith("MIG geometry not read: GPU 0: NVML failed: ")
+    assert "\n" not in caught.value.msg
