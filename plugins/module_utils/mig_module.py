@@ -7,7 +7,8 @@
 
 ``work(module, session=None, run_command=None)``: ``session(work)`` runs ``work(lib)`` in one bounded NVML session
 (default ``gpu_discovery_nvml.run_nvml`` within ``nvml_timeout``); ``run_command(argv)`` -> ``(rc, out, err)``
-(default the module's, with a missing command answering rc 127 instead of failing the module).
+(default the module's, with a missing command answering rc 127 instead of failing the module); ``which(name)``
+finds a command (default the module's ``get_bin_path``).
 A node already at its geometry costs one NVML session of reads and no write.
 """
 
@@ -59,7 +60,7 @@ def load_configs(params):
 
 def _command_runner(module):
     def run(argv):
-        if not module.get_bin_path(argv[0]) and "/" not in argv[0]:
+        if not module.get_bin_path(argv[0]):
             return 127, "", "%s: command not found" % argv[0]
         return module.run_command(argv)
     return run
@@ -86,7 +87,7 @@ def _result(node_plan, module):
     return result
 
 
-def work(module, session=None, run_command=None):
+def work(module, session=None, run_command=None, which=None):
     params = module.params
     if params["nvml_timeout"] < 1:
         raise InputError("nvml_timeout must be at least 1 (seconds), got %d" % params["nvml_timeout"])
@@ -100,7 +101,7 @@ def work(module, session=None, run_command=None):
     if not node_plan["changed"] or module.check_mode:
         return result
     outcome = mig_nvml.apply(node_plan, gpus, session, run_command, configs, params["config"],
-                             smi=params["nvidia_smi"])
+                             smi=params["nvidia_smi"], which=which or module.get_bin_path)
     result.update(changed=True, reboot_required=outcome["reboot_required"], reboot_reason=outcome["reboot_reason"],
                   reset=outcome["reset"])
     if outcome["reboot_required"]:

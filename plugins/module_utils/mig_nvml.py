@@ -302,6 +302,10 @@ def reset_gpus(indices, run_command, smi="nvidia-smi"):
     """Reset each GPU by ``nvidia-smi -r -i <index>``. ``None``, or the reason a GPU refused (reboot instead)."""
     for index in indices:
         rc, out, err = run_command([smi, "-r", "-i", str(index)])
+        if rc == 127:
+            raise MigApplyError("MIG mode of GPU %s is pending a reset, but %s cannot be run (%s); install it or "
+                                "reboot the node" % (", ".join(str(i) for i in indices), smi,
+                                                     " ".join((err or out).split()) or "not found"))
         if rc != 0:
             text = " ".join((out + " " + err).split()) or "exit status %d" % rc
             return "nvidia-smi -r -i %d failed: %s" % (index, text)
@@ -309,15 +313,19 @@ def reset_gpus(indices, run_command, smi="nvidia-smi"):
 
 
 def apply(node_plan, gpus, session, run_command, configs, config_name, modules_path="/proc/modules",
-          smi="nvidia-smi"):
+          smi="nvidia-smi", which=None):
     """Carry ``node_plan`` (made from ``gpus``) out. ``session(work)`` runs ``work(lib)`` in an NVML session.
 
     Returns ``{"plan": the final plan, "gpus": GPUs read back, "reset": [indices reset], "reboot_required": bool,
     "reboot_reason": str or None, "activation": {index: status}}``. Raises ResetBlockedError (before any
-    write), MigApplyError (with what was put back), or InputError/BusyGpuError from planning again.
+    write), MigApplyError (with what was put back; also before any write when ``which(smi)`` finds no nvidia-smi
+    and a reset is expected), or InputError/BusyGpuError from planning again.
     """
     by_index = dict((gpu["index"], gpu) for gpu in gpus)
     expected = [p["index"] for p in node_plan["gpus"] if _needs_reset(by_index[p["index"]], p)]
+    if expected and which is not None and not which(smi):
+        raise MigApplyError("MIG mode of GPU %s needs a GPU reset, but %s is not installed; nothing was changed"
+                            % (", ".join(str(i) for i in expected), smi), reset_required=expected)
     if expected:
         blockers = reset_blockers(run_command, modules_path)
         if blockers:

@@ -128,3 +128,23 @@ def test_read_gpus_turns_an_nvml_failure_into_one_line():
         mig_nvml.read_gpus(FakeLib())
     assert caught.value.msg.startswith("MIG geometry not read: GPU 0: NVML failed: ")
     assert "\n" not in caught.value.msg
+
+
+def test_reset_without_nvidia_smi_is_an_error_not_a_reboot():
+    with pytest.raises(mig_nvml.MigApplyError) as caught:
+        mig_nvml.reset_gpus([1], runner({}, []))
+    assert caught.value.msg == ("MIG mode of GPU 1 is pending a reset, but nvidia-smi cannot be run (not found); "
+                                "install it or reboot the node")
+
+
+def test_apply_refuses_a_reset_without_nvidia_smi_before_any_nvml_session(tmp_path):
+    gpus = fx.node("A100-40GB", count=1)
+    gpus[0].update(profiles=None, compute_capability=[8, 0])
+    configs = mig_configs.shipped()
+    node_plan = mig_plan.plan(gpus, configs, "all-enabled")
+    sessions = []
+    with pytest.raises(mig_nvml.MigApplyError) as caught:
+        mig_nvml.apply(node_plan, gpus, sessions.append, runner({}, []), configs, "all-enabled",
+                       modules_path=str(tmp_path / "none"), which=lambda name: None)
+    assert caught.value.msg == "MIG mode of GPU 0 needs a GPU reset, but nvidia-smi is not installed; nothing was changed"
+    assert sessions == []
