@@ -956,3 +956,44 @@ def test_probe_reports_instances_and_processes(libdir, tmp_path):
     got, _stderr = run_probe(libdir, config)
     assert got["devices"][0]["gpu_instances"] == []
     assert got["devices"][0]["processes"] == [[7, "python3"]]
+
+
+def test_mig_c_level_contract(libdir, tmp_path):
+    """What pynvml never gets wrong but a C caller may: handles the library never gave out, NULL outputs,
+    versioned structs with the wrong version, calls before nvmlInit."""
+    script = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+out = ctypes.c_void_p()
+print(lib.nvmlGpuInstanceDestroy(ctypes.c_void_p(12345)))
+print(lib.nvmlInit_v2())
+handle = ctypes.c_void_p()
+lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+print(lib.nvmlGpuInstanceDestroy(ctypes.c_void_p(12345)), lib.nvmlComputeInstanceDestroy(ctypes.c_void_p(8)))
+print(lib.nvmlDeviceCreateGpuInstance(handle, 19, None), lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 19, None,
+      ctypes.byref(out)))
+info = (ctypes.c_uint * 64)()
+info[0] = 0x01000098
+print(lib.nvmlDeviceGetGpuInstanceProfileInfoV(handle, 0, info))
+status = ctypes.c_uint(99)
+print(lib.nvmlDeviceSetMigMode(handle, 2, ctypes.byref(status)), lib.nvmlDeviceSetMigMode(handle, 1, None))
+count = ctypes.c_uint(0)
+print(lib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, 9, None, ctypes.byref(count)), count.value)
+print(lib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, 19, (ctypes.c_uint * 2)(), ctypes.byref(count)),
+      count.value)
+"""
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB"))
+    env = dict(os.environ, FAKENVML_CONFIG=str(config))
+    env.pop("FAKENVML_STATE", None)
+    out = subprocess.run([sys.executable, "-c", script, str(libdir / "full" / "libnvidia-ml.so.1")], env=env,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [
+        "1",      # NVML_ERROR_UNINITIALIZED
+        "0",
+        "2 2",    # INVALID_ARGUMENT for GPU and compute instance handles it never gave out
+        "2 2",    # NULL output, NULL placement
+        "25",     # ARGUMENT_VERSION_MISMATCH
+        "2 2",    # mode 2, NULL activation status
+        "0 2",    # the 3g profile's two placements, counted with a NULL array
+        "7 7",    # INSUFFICIENT_SIZE with the count needed
+    ]

@@ -60,6 +60,9 @@ CASES = [
     ("balanced-again-state", "a100", None, None, {}),
     ("facts-after", "a100", "a100x4-mig", "facts", {}),
     ("reset", "ampere", "@ampere-off", {"config": "all-balanced", "nvidia_smi": str(SMI)}, {}),
+    ("reset-state", "ampere", None, None, {}),
+    ("reset-again", "ampere", "@ampere-off", {"config": "all-balanced", "nvidia_smi": str(SMI)}, {}),
+    ("reset-again-state", "ampere", None, None, {}),
     ("hopper", "hopper", "@hopper-off", {"config": "all-1g.10gb", "nvidia_smi": str(SMI)}, {}),
     ("persistenced", "persistenced", "@ampere-off", {"config": "all-enabled", "nvidia_smi": str(SMI)},
      {"systemctl": "active"}),
@@ -200,6 +203,12 @@ def test_ampere_mode_change_is_reset_by_nvidia_smi(results):
     result = ok(results, "reset")
     assert result["reset_required"] == [0, 1] and result["reset"] == [0, 1]
     assert result["mig_devices"]["gpus"] == {"0": BALANCED_40GB, "1": BALANCED_40GB}
+
+
+def test_after_the_reset_a_second_run_changes_nothing(results):
+    result = ok(results, "reset-again")
+    assert result["changed"] is False and result["reset_required"] == []
+    assert writes(slurped(results, "reset-again-state")) == writes(slurped(results, "reset-state"))
 
 
 def test_hopper_enables_mig_without_a_reset(results):
