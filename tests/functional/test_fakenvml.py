@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+import mig_profiles
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.mig_plan import gpu_instance_profile_name
 from fakenvml.profile import PROFILES, load_profile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -636,4 +638,362 @@ print(lib.nvmlShutdown(), lib.nvmlDeviceGetRetiredPages(handle, 1, ctypes.byref(
         "25",              # NVML_ERROR_ARGUMENT_VERSION_MISMATCH for a struct version it does not know
         "2",               # only the GPU sensor exists
         "0 1",             # NVML_ERROR_UNINITIALIZED after shutdown
+    ]
+
+
+# --- MIG management and the MIG state ---------------------------------------------------------------------
+# NVML's MIG calls as the real pynvml (nvidia-ml-py 13) makes them, against the profile tables of
+# tests/support/mig_profiles.py (REFERENCE 8.1); the state is kept in $FAKENVML_STATE across processes.
+
+NVIDIA_SMI = ROOT / "tests" / "support" / "fakenvml" / "nvidia-smi"
+MIG_HELPERS = r"""
+import json, sys
+import pynvml as n
+def err(f, *a):
+    try:
+        r = f(*a)
+        return r if isinstance(r, (int, list, str, type(None))) else "ok"
+    except n.NVMLError as e:
+        return type(e).__name__
+def placement(start, size):
+    p = n.c_nvmlGpuInstancePlacement_t(); p.start = start; p.size = size
+    return n.byref(p)
+def instances(h):
+    out = []
+    for c in range(n.NVML_GPU_INSTANCE_PROFILE_COUNT):
+        try:
+            info = n.nvmlDeviceGetGpuInstanceProfileInfo(h, c)
+        except n.NVMLError:
+            continue
+        arr = (n.c_nvmlGpuInstance_t * 8)(); cnt = n.c_uint(8)
+        n.nvmlDeviceGetGpuInstances(h, info.id, arr, n.byref(cnt))
+        for i in range(cnt.value):
+            gi = n.nvmlGpuInstanceGetInfo(arr[i])
+            cis = []
+            for p in range(n.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+                carr = (n.c_nvmlComputeInstance_t * 8)(); ccnt = n.c_uint(8)
+                n.nvmlGpuInstanceGetComputeInstances(arr[i], p, carr, n.byref(ccnt))
+                cis += [n.nvmlComputeInstanceGetInfo(carr[k]).id for k in range(ccnt.value)]
+            out.append([gi.id, gi.profileId, gi.placement.start, gi.placement.size, cis])
+    return sorted(out)
+def migs(h):
+    names = []
+    for i in range(n.nvmlDeviceGetMaxMigDeviceCount(h)):
+        try:
+            names.append(n.nvmlDeviceGetName(n.nvmlDeviceGetMigDeviceHandleByIndex(h, i)))
+        except n.NVMLError:
+            break
+    return names
+n.nvmlInit()
+out = {}
+"""
+
+
+def run_mig(libdir, config, code, state=None):
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / "full"), FAKENVML_CONFIG=str(config))
+    env.pop("FAKENVML_STATE", None)
+    if state is not None:
+        env["FAKENVML_STATE"] = str(state)
+    proc = subprocess.run([sys.executable, "-c", MIG_HELPERS + code + "\nprint(json.dumps(out))"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def mig_gpu_profile(model, mig_mode=1, extra="", memory=None, index=0):
+    spec = mig_profiles.MODELS[model]
+    cc = "9.0" if model.startswith("H") else "8.0"
+    return ("[gpu]\nname = %s\nuuid = GPU-00000000-0000-4000-8000-%012d\nmemory_total_mib = %d\n"
+            "pci_bus_id = 00000000:%02X:00.0\npci_device_id = 0x%08X\ncompute_capability = %s\nmig_mode = %d\n"
+            "max_mig_devices = 7\n%s" % (spec["name"], index, memory or spec["memory_mib"], 0x10 + index,
+                                         spec["pci_device_id"], cc, mig_mode, extra))
+
+
+def mig_config(tmp_path, *gpus):
+    return write(tmp_path, "driver_version = 535.161.08\ncuda_driver_version = 12020\n" + "".join(gpus))
+
+
+def state_writes(state):
+    if not state.exists():
+        return 0
+    line = [x for x in state.read_text().splitlines() if x.startswith("writes = ")][0]
+    return int(line.split("=")[1])
+
+
+@pytest.mark.parametrize("model, memory", [("A100-40GB", None), ("A100-80GB", None), ("H100-80GB", None),
+                                           ("H100-80GB", 81559), ("H200", None), ("H200", 143771)])
+def test_profile_info_and_placements_per_model(libdir, tmp_path, model, memory):
+    """Profile info ids, slices, instance counts and placements as mig_profiles.py (REFERENCE 8.1); the memory
+    names each profile as go-nvlib does (mig_plan.gpu_instance_profile_name), on the fixtures' memory and on
+    the real parts' (81559 MiB H100, 143771 MiB H200)."""
+    config = mig_config(tmp_path, mig_gpu_profile(model, memory=memory))
+    got = run_mig(libdir, config, r"""
+h = n.nvmlDeviceGetHandleByIndex(0)
+total = n.nvmlDeviceGetMemoryInfo(h).total
+for c in range(n.NVML_GPU_INSTANCE_PROFILE_COUNT + 1):
+    try:
+        info = n.nvmlDeviceGetGpuInstanceProfileInfo(h, c)
+    except n.NVMLError as e:
+        out[c] = type(e).__name__
+        continue
+    arr = (n.c_nvmlGpuInstancePlacement_t * 8)(); cnt = n.c_uint(8)
+    n.nvmlDeviceGetGpuInstancePossiblePlacements(h, info.id, arr, n.byref(cnt))
+    v1 = n.nvmlDeviceGetGpuInstanceProfileInfo(h, c, version=1)
+    out[c] = [info.id, info.sliceCount, info.instanceCount, info.memorySizeMB, total, v1.id, v1.memorySizeMB,
+              [[arr[i].start, arr[i].size] for i in range(cnt.value)],
+              n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, info.id)]
+""")
+    table = mig_profiles.MODELS[model]["profiles"]
+    seen = {}
+    for constant, value in got.items():
+        if isinstance(value, str):
+            continue
+        pid, slices, instances, mib, total, v1_id, v1_mib, placements, remaining = value
+        name = gpu_instance_profile_name(int(constant), slices, mib, total)
+        assert name in table, (constant, name)
+        want = table[name]
+        assert (pid, slices, instances, remaining) == (want["id"], want["slices"], want["instances"], want["instances"])
+        assert [tuple(p) for p in placements] == want["placements"]
+        assert (v1_id, v1_mib) == (pid, mib)
+        assert mib <= want["memory_mib"]
+        if memory is None and model.startswith("A100"):
+            assert mib == want["memory_mib"]
+        seen[name] = constant
+    assert sorted(seen) == sorted(table)
+    # constants the GPU has no profile for answer NOT_SUPPORTED; one past the last, INVALID_ARGUMENT
+    assert got[str(0x12)] == "NVMLError_InvalidArgument"
+    assert {got[str(c)] for c in (5, 6, 8, 10, 11, 12, 13, 14, 15, 16, 17)} == {"NVMLError_NotSupported"}
+
+
+def test_profile_info_needs_mig_enabled_and_a_known_model(libdir, tmp_path):
+    """NVML answers profile info only while MIG is on (mig_plan's reader contract); a model without a table
+    (B200 here) and a GPU without MIG answer NOT_SUPPORTED."""
+    b200 = (PROFILES / "b200x8.conf").read_text().split("[gpu]")[1].replace("mig_mode = 0", "mig_mode = 1")
+    b200 = b200.replace("mig_pending = 0", "mig_pending = 1").replace("00000000:", "00000001:")
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB", mig_mode=0), "[gpu]" + b200)
+    got = run_mig(libdir, config, r"""
+for i in range(2):
+    h = n.nvmlDeviceGetHandleByIndex(i)
+    out[i] = [err(n.nvmlDeviceGetGpuInstanceProfileInfo, h, 0), err(n.nvmlDeviceCreateGpuInstance, h, 19)]
+""")
+    assert got == {"0": ["NVMLError_NotSupported"] * 2, "1": ["NVMLError_NotSupported"] * 2}
+
+
+def test_instances_persist_across_processes_and_make_the_mig_devices(libdir, tmp_path):
+    """Create at explicit placements in one process; the next sees the instances, and its MIG devices follow them
+    (names as nvidia_gpu_facts reads them); overlaps and placements NVML does not offer are refused."""
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB"))
+    state = tmp_path / "mig.state"
+    got = run_mig(libdir, config, r"""
+h = n.nvmlDeviceGetHandleByIndex(0)
+gi = n.nvmlDeviceCreateGpuInstanceWithPlacement(h, 9, placement(4, 4))
+out["overlap"] = err(n.nvmlDeviceCreateGpuInstanceWithPlacement, h, 14, placement(4, 2))
+out["not offered"] = err(n.nvmlDeviceCreateGpuInstanceWithPlacement, h, 14, placement(1, 2))
+out["unknown profile"] = err(n.nvmlDeviceCreateGpuInstance, h, 77)
+ci_info = n.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, n.NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, 0)
+out["ci profile"] = [ci_info.id, ci_info.sliceCount, ci_info.instanceCount]
+out["ci too big"] = err(n.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, n.NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE, 0)
+n.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
+out["ci full"] = err(n.nvmlGpuInstanceCreateComputeInstance, gi, n.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE)
+gi2 = n.nvmlDeviceCreateGpuInstanceWithPlacement(h, 19, placement(0, 1))
+n.nvmlGpuInstanceCreateComputeInstance(gi2, 0)
+out["remaining 3g"] = n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 9)
+out["remaining 1g"] = n.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 19)
+""", state)
+    assert got == {"overlap": "NVMLError_InsufficientResources", "not offered": "NVMLError_InvalidArgument",
+                   "unknown profile": "NVMLError_InvalidArgument", "ci profile": [2, 3, 1],
+                   "ci too big": "NVMLError_NotSupported", "ci full": "NVMLError_InsufficientResources",
+                   "remaining 3g": 0, "remaining 1g": 3}
+    writes = state_writes(state)
+    assert writes == 4  # two GPU instances, two compute instances
+    again = run_mig(libdir, config, r"""
+h = n.nvmlDeviceGetHandleByIndex(0)
+out["instances"] = instances(h)
+out["migs"] = migs(h)
+out["by id"] = n.nvmlGpuInstanceGetInfo(n.nvmlDeviceGetGpuInstanceById(h, 2)).profileId
+""", state)
+    assert again == {"instances": [[1, 9, 4, 4, [0]], [2, 19, 0, 1, [0]]],
+                     "migs": ["NVIDIA A100-SXM4-40GB MIG 3g.20gb", "NVIDIA A100-SXM4-40GB MIG 1g.5gb"], "by id": 19}
+    assert state_writes(state) == writes  # reading writes nothing
+
+
+def test_destroy_order_and_the_seed(libdir, tmp_path):
+    """The profile's mig_devices seed the state; a GPU instance with compute instances is IN_USE; destroying
+    compute instances then GPU instances empties the GPU; MIG can then be disabled (IN_USE before)."""
+    config = mig_config(tmp_path, mig_gpu_profile("H100-80GB", memory=81559,
+                                                  extra="mig_devices = 1g.10gb+me, 1c.2g.20gb, 3g.40gb\n"))
+    state = tmp_path / "mig.state"
+    got = run_mig(libdir, config, r"""
+h = n.nvmlDeviceGetHandleByIndex(0)
+out["seed"] = instances(h)
+out["migs"] = migs(h)
+out["disable first"] = err(n.nvmlDeviceSetMigMode, h, 0)
+arr = (n.c_nvmlGpuInstance_t * 8)(); cnt = n.c_uint(8)
+n.nvmlDeviceGetGpuInstances(h, 9, arr, n.byref(cnt))
+gi = arr[0]
+out["gi in use"] = err(n.nvmlGpuInstanceDestroy, gi)
+carr = (n.c_nvmlComputeInstance_t * 8)(); ccnt = n.c_uint(8)
+n.nvmlGpuInstanceGetComputeInstances(gi, n.NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, carr, n.byref(ccnt))
+n.nvmlComputeInstanceDestroy(carr[0])
+out["ci gone"] = err(n.nvmlComputeInstanceDestroy, carr[0])
+n.nvmlGpuInstanceDestroy(gi)
+out["after"] = instances(h)
+""", state)
+    assert got["seed"] == [[1, 20, 0, 1, [0]], [2, 14, 2, 2, [0]], [3, 9, 4, 4, [0]]]
+    assert got["migs"] == ["NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", "NVIDIA H100 80GB HBM3 MIG 1c.2g.20gb",
+                           "NVIDIA H100 80GB HBM3 MIG 3g.40gb"]
+    assert got["disable first"] == "NVMLError_InUse"
+    assert got["gi in use"] == "NVMLError_InUse"
+    assert got["ci gone"] == "NVMLError_InvalidArgument"
+    assert got["after"] == [[1, 20, 0, 1, [0]], [2, 14, 2, 2, [0]]]
+
+
+def smi(config, state, *args):
+    env = dict(os.environ, FAKENVML_CONFIG=str(config), FAKENVML_STATE=str(state))
+    return subprocess.run([sys.executable, str(NVIDIA_SMI)] + list(args), env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+MODE_CODE = r"""
+out["set"] = []
+for i in range(n.nvmlDeviceGetCount()):
+    h = n.nvmlDeviceGetHandleByIndex(i)
+    out["set"].append(err(n.nvmlDeviceSetMigMode, h, 1))
+    out.setdefault("mode", []).append(n.nvmlDeviceGetMigMode(h))
+"""
+
+
+def test_set_mig_mode_ampere_pending_until_reset_hopper_at_once(libdir, tmp_path):
+    """Ampere: the mode is pending (activation status RESET_REQUIRED) until nvidia-smi -r; Hopper: at once;
+    a GPU a process holds: activation status IN_USE. The reset stand-in resets only the GPU asked for."""
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB", mig_mode=0, index=0),
+                        mig_gpu_profile("H100-80GB", mig_mode=0, index=1),
+                        mig_gpu_profile("A100-40GB", mig_mode=0, index=2, extra="processes = 4242:python3\n"),
+                        mig_gpu_profile("A100-40GB", mig_mode=0, index=3))
+    state = tmp_path / "mig.state"
+    got = run_mig(libdir, config, MODE_CODE.replace("range(n.nvmlDeviceGetCount())", "range(3)") + r"""
+h = n.nvmlDeviceGetHandleByIndex(2)
+procs = n.nvmlDeviceGetComputeRunningProcesses(h)
+out["procs"] = [[p.pid, n.nvmlSystemGetProcessName(p.pid)] for p in procs]
+out["idle"] = n.nvmlDeviceGetComputeRunningProcesses(n.nvmlDeviceGetHandleByIndex(0))
+""", state)
+    assert got["set"] == [n for n in (16, 0, 19)]  # RESET_REQUIRED, SUCCESS, IN_USE
+    assert got["mode"] == [[0, 1], [1, 1], [0, 1]]
+    assert got["procs"] == [[4242, "python3"]] and got["idle"] == []
+    writes = state_writes(state)
+    reset = smi(config, state, "-r", "-i", "0")
+    assert reset.returncode == 0, reset.stderr
+    assert reset.stdout.splitlines() == ["GPU 00000000:10:00.0 was successfully reset.", "All done."]
+    busy = smi(config, state, "-r", "-i", "2")
+    assert busy.returncode == 1
+    assert busy.stdout.startswith("GPU 00000000:12:00.0 is currently in use by another process.")
+    got = run_mig(libdir, config, r"""
+out["mode"] = [n.nvmlDeviceGetMigMode(n.nvmlDeviceGetHandleByIndex(i)) for i in range(4)]
+""", state)
+    assert got["mode"] == [[1, 1], [1, 1], [0, 1], [0, 0]]
+    assert state_writes(state) == writes + 1
+
+
+def test_passthrough_gpu_refuses_the_reset(libdir, tmp_path):
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB", mig_mode=0, extra="mig_passthrough = 1\n"))
+    state = tmp_path / "mig.state"
+    got = run_mig(libdir, config, MODE_CODE, state)
+    assert got == {"set": [16], "mode": [[0, 1]]}
+    reset = smi(config, state, "-r")
+    assert reset.returncode == 3
+    assert reset.stdout.strip() == "Resetting GPU 00000000:10:00.0 is not supported."
+    assert run_mig(libdir, config, MODE_CODE, state)["mode"] == [[0, 1]]
+    assert smi(config, state, "-q").returncode == 2
+
+
+def test_same_mode_and_reads_write_nothing(libdir, tmp_path):
+    """Setting the mode a GPU already has, and every read, leave the state file unwritten."""
+    config = mig_config(tmp_path, mig_gpu_profile("H200"))
+    state = tmp_path / "mig.state"
+    got = run_mig(libdir, config, MODE_CODE + "out['instances'] = instances(n.nvmlDeviceGetHandleByIndex(0))", state)
+    assert got == {"set": [0], "mode": [[1, 1]], "instances": []}
+    assert not state.exists()
+
+
+def test_creation_fails_half_way_when_the_profile_says_so(libdir, tmp_path):
+    """mig_fail_create_after = 2: the third GPU instance fails with a driver error (NVML_ERROR_UNKNOWN)."""
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB", extra="mig_fail_create_after = 2\n"))
+    got = run_mig(libdir, config, r"""
+h = n.nvmlDeviceGetHandleByIndex(0)
+out["create"] = [err(n.nvmlDeviceCreateGpuInstanceWithPlacement, h, 19, placement(s, 1)) for s in range(3)]
+""", tmp_path / "mig.state")
+    assert got == {"create": ["ok", "ok", "NVMLError_Unknown"]}
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("processes = python3", "processes must be up to 4 entries like 4242:python3"),
+    ("mig_passthrough = 2", "mig_passthrough must be 0 or 1"),
+    ("mig_fail_create_after = 9", "mig_fail_create_after must be 0 to 7"),
+])
+def test_malformed_mig_keys(libdir, tmp_path, line, reason):
+    got, stderr = run_probe(libdir, mig_config(tmp_path, mig_gpu_profile("A100-40GB", extra=line + "\n")))
+    assert error_of(got["init"]) == "NVMLError_Unknown"
+    assert reason in stderr
+
+
+def test_state_of_another_profile_is_refused(libdir, tmp_path):
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB"))
+    state = write(tmp_path, "writes = 1\nmode = 0 GPU-not-this-one 1 1\n", "mig.state")
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / "full"), FAKENVML_CONFIG=str(config),
+               FAKENVML_STATE=str(state))
+    proc = subprocess.run([sys.executable, str(PROBE)], env=env, capture_output=True, text=True, timeout=60)
+    assert error_of(json.loads(proc.stdout)["init"]) == "NVMLError_Unknown"
+    assert "mig.state:2: not a MIG state line" in proc.stderr
+
+
+def test_probe_reports_instances_and_processes(libdir, tmp_path):
+    """probe.py shows what the MIG state holds: a100x4-mig's GPU 0 seeded with two 3g.20gb (placements 0 and 4)."""
+    got, _stderr = run_probe(libdir, PROFILES / "a100x4-mig.conf")
+    assert got["devices"][0]["gpu_instances"] == [[1, 9, 0, 4, [0]], [2, 9, 4, 4, [0]]]
+    assert [d["gpu_instances"] for d in got["devices"][1:]] == [[], [], []]
+    assert got["devices"][0]["processes"] == []
+    config = mig_config(tmp_path, mig_gpu_profile("H100-80GB", mig_mode=0, extra="processes = 7:python3\n"))
+    got, _stderr = run_probe(libdir, config)
+    assert got["devices"][0]["gpu_instances"] == []
+    assert got["devices"][0]["processes"] == [[7, "python3"]]
+
+
+def test_mig_c_level_contract(libdir, tmp_path):
+    """What pynvml never gets wrong but a C caller may: handles the library never gave out, NULL outputs,
+    versioned structs with the wrong version, calls before nvmlInit."""
+    script = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+out = ctypes.c_void_p()
+print(lib.nvmlGpuInstanceDestroy(ctypes.c_void_p(12345)))
+print(lib.nvmlInit_v2())
+handle = ctypes.c_void_p()
+lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+print(lib.nvmlGpuInstanceDestroy(ctypes.c_void_p(12345)), lib.nvmlComputeInstanceDestroy(ctypes.c_void_p(8)))
+print(lib.nvmlDeviceCreateGpuInstance(handle, 19, None), lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, 19, None,
+      ctypes.byref(out)))
+info = (ctypes.c_uint * 64)()
+info[0] = 0x01000098
+print(lib.nvmlDeviceGetGpuInstanceProfileInfoV(handle, 0, info))
+status = ctypes.c_uint(99)
+print(lib.nvmlDeviceSetMigMode(handle, 2, ctypes.byref(status)), lib.nvmlDeviceSetMigMode(handle, 1, None))
+count = ctypes.c_uint(0)
+print(lib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, 9, None, ctypes.byref(count)), count.value)
+print(lib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(handle, 19, (ctypes.c_uint * 2)(), ctypes.byref(count)),
+      count.value)
+"""
+    config = mig_config(tmp_path, mig_gpu_profile("A100-40GB"))
+    env = dict(os.environ, FAKENVML_CONFIG=str(config))
+    env.pop("FAKENVML_STATE", None)
+    out = subprocess.run([sys.executable, "-c", script, str(libdir / "full" / "libnvidia-ml.so.1")], env=env,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [
+        "1",      # NVML_ERROR_UNINITIALIZED
+        "0",
+        "2 2",    # INVALID_ARGUMENT for GPU and compute instance handles it never gave out
+        "2 2",    # NULL output, NULL placement
+        "25",     # ARGUMENT_VERSION_MISMATCH
+        "2 2",    # mode 2, NULL activation status
+        "0 2",    # the 3g profile's two placements, counted with a NULL array
+        "7 7",    # INSUFFICIENT_SIZE with the count needed
     ]

@@ -81,6 +81,7 @@
  * before R470 have nvmlDeviceGetAttributes alone).
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -117,6 +118,7 @@ enum {
     NVML_ERROR_IN_USE = 19,
     NVML_ERROR_MEMORY = 20,
     NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
     NVML_ERROR_UNKNOWN = 999,
 };
@@ -252,6 +254,14 @@ struct fake_device {
     unsigned int mig_sm_per_slice;
     struct fake_device *mig[MAX_MIG];
     nvmlDeviceAttributes_t attributes; /* MIG devices only */
+    char mig_profile[24];              /* MIG devices only: the profile they were made from */
+    /* MIG management (a GPU of a model in mig_models; see the MIG state section) */
+    int model;                         /* index in mig_models, -1: no profile table */
+    unsigned int passthrough;          /* mig_passthrough: the reset stand-in refuses it */
+    int fail_create_after;             /* mig_fail_create_after: -1, else GPU instance creations that succeed */
+    unsigned int nproc;
+    unsigned int pids[4];
+    char pnames[4][32];
     /* health signals */
     enum gpu_state state;
     unsigned long long health[H_VALUES];
@@ -524,6 +534,7 @@ static struct fake_device *add_mig(struct fake_device *gpu, const char *profile)
     m->parent = gpu;
     m->attributes = attributes;
     snprintf(m->name, sizeof(m->name), "%.60s MIG %.20s", gpu->name, profile);
+    snprintf(m->mig_profile, sizeof(m->mig_profile), "%s", profile);
     /* MIG-<parent uuid digits with the instance number in the last group> */
     snprintf(m->uuid, sizeof(m->uuid), "MIG-%.32s%04x", gpu->uuid + 4, m->index + 1);
     m->memory_total_mib = attributes.memorySizeMB;
@@ -573,13 +584,15 @@ static int unescape(char *value)
 enum gpu_key {
     K_NAME, K_UUID, K_MEMORY, K_MEMORY_USED, K_BUS_ID, K_DEVICE_ID, K_SUBSYSTEM_ID, K_CC,
     K_MIG_MODE, K_MIG_PENDING, K_MAX_MIG, K_MIG_DEVICES, K_PCI_CLASS, K_MIG_SM, K_NOT_SUPPORTED, K_GPU_STATE,
-    K_CLOCKS, K_FABRIC_STATE, K_FABRIC_HEALTH, K_RECOVERY, K_FABRIC_MASK, K_GPU_KEYS
+    K_CLOCKS, K_FABRIC_STATE, K_FABRIC_HEALTH, K_RECOVERY, K_FABRIC_MASK, K_PROCESSES, K_PASSTHROUGH,
+    K_FAIL_CREATE, K_GPU_KEYS
 };
 static const char *const gpu_keys[K_GPU_KEYS] = {
     "name", "uuid", "memory_total_mib", "memory_used_mib", "pci_bus_id", "pci_device_id",
     "pci_subsystem_id", "compute_capability", "mig_mode", "mig_pending", "max_mig_devices", "mig_devices",
     "pci_class", "mig_multiprocessors_per_slice", "not_supported", "gpu_state", "clocks_event_reasons",
-    "fabric_state", "fabric_health", "recovery_action", "fabric_health_mask",
+    "fabric_state", "fabric_health", "recovery_action", "fabric_health_mask", "processes", "mig_passthrough",
+    "mig_fail_create_after",
 };
 /* A [gpu] section's keys: gpu_keys, then health_keys (K_GPU_KEYS + enum health_value). */
 #define N_SECTION_KEYS (K_GPU_KEYS + H_VALUES)
@@ -705,6 +718,31 @@ static int set_gpu_key(struct parser *p, struct fake_device *d, int key, char *v
         return 0;
     case K_NOT_SUPPORTED:
         return parse_function_list(p, value, d->not_supported);
+    case K_PASSTHROUGH:
+        return parse_flag(value, &d->passthrough) ? fail(p, p->line, "mig_passthrough must be 0 or 1, not '%s'", value)
+                                                  : 0;
+    case K_FAIL_CREATE:
+        if (parse_ull(value, &n) || n > 7)
+            return fail(p, p->line, "mig_fail_create_after must be 0 to 7, not '%s'", value);
+        d->fail_create_after = (int)n;
+        return 0;
+    case K_PROCESSES: {
+        char *item, *save = NULL;
+        for (item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+            unsigned int pid;
+            int used = 0;
+            item = trim(item);
+            if (!*item)
+                continue;
+            if (d->nproc >= 4 || sscanf(item, "%u:%n", &pid, &used) != 1 || used == 0 || !item[used] ||
+                strlen(item + used) > 31 || pid == 0)
+                return fail(p, p->line, "processes must be up to 4 entries like 4242:python3, not '%s'", item);
+            d->pids[d->nproc] = pid;
+            snprintf(d->pnames[d->nproc], sizeof(d->pnames[0]), "%s", item + used);
+            d->nproc++;
+        }
+        return 0;
+    }
     case K_GPU_STATE: {
         static const char *const names[] = {"ok", "lost", "reset_required", NULL};
         int i = choice(value, names);
@@ -864,6 +902,308 @@ static int finish_gpu(struct parser *p, struct fake_device *d)
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* MIG state: GPU and compute instances, kept across processes        */
+/*
+ * A GPU whose pci_device_id is one of mig_models (A100-SXM4-40GB, A100-SXM4-80GB, H100 80GB HBM3, H200)
+ * has NVML's MIG management: profile info, possible placements, GPU and compute instances. Its MIG
+ * devices (nvmlDeviceGetMigDeviceHandleByIndex) are its compute instances, in GPU-instance id order.
+ * The MIG mode and the instances live in the state file $FAKENVML_STATE, written atomically (a
+ * temporary file renamed over it) after every change; without the variable they last as long as the
+ * process. The first time (no state file yet) the profile's mig_mode/mig_pending/mig_devices seed it.
+ * The state counts its writes ("writes = N"): a caller that changed nothing left it as it was.
+ * A GPU of another model, or whose mig_devices its model's table cannot hold (profiles it does not
+ * have, more than fit), keeps the profile's fixed mig_devices and answers the management calls
+ * NOT_SUPPORTED.
+ */
+#define MAX_GI 8
+#define MAX_CI 8
+#define GI_MAGIC 0x46474931u /* "FGI1" */
+#define CI_MAGIC 0x46434931u /* "FCI1" */
+#define PROFILE_INFO_V2 0x02000098u
+#define CI_PROFILE_INFO_V2 0x02000088u
+
+/* The GPU-instance profiles of a model: NVML_GPU_INSTANCE_PROFILE_* constant, profile info id, slices,
+ * instances, eighths of the GPU's memory, placements (first start, step, count, size). Shape of
+ * REFERENCE 8.1 / tests/support/mig_profiles.py (nvidia-smi mig -lgip -p on an A100-SXM4-40GB). */
+static const struct mig_shape {
+    unsigned int constant, id, slices, instances, eighths, first, step, count, size;
+} mig_shapes[7] = {
+    {0, 19, 1, 7, 1, 0, 1, 7, 1}, /* 1g */
+    {7, 20, 1, 1, 1, 0, 1, 7, 1}, /* 1g+me (PROFILE_1_SLICE_REV1) */
+    {9, 15, 1, 4, 2, 0, 2, 4, 2}, /* 1g with twice the memory (PROFILE_1_SLICE_REV2) */
+    {1, 14, 2, 3, 2, 0, 2, 3, 2}, /* 2g */
+    {2, 9, 3, 2, 4, 0, 4, 2, 4},  /* 3g */
+    {3, 5, 4, 1, 4, 0, 4, 1, 4},  /* 4g */
+    {4, 0, 7, 1, 8, 0, 8, 1, 8},  /* 7g */
+};
+
+/* Per model: PCI device id, the memory the tables were taken for, names and memory (MiB) per shape
+ * (go-nvml pkg/nvml/mock/gpus/a100.go, h100.go, h200.go, as tests/support/mig_profiles.py holds them). */
+static const struct mig_model {
+    unsigned int pci_device_id;
+    unsigned long long table_mib;
+    const char *names[7];
+    unsigned long long mib[7];
+} mig_models[] = {
+    {0x20B010DE, 40960, {"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"},
+     {4864, 4864, 9856, 9856, 19968, 19968, 40192}},
+    {0x20B210DE, 81920, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
+     {9856, 9856, 19968, 19968, 40192, 40192, 80384}},
+    {0x233010DE, 81920, {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
+     {10240, 10240, 20480, 20480, 40960, 40960, 81920}},
+    {0x233510DE, 144384, {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"},
+     {18432, 18432, 35840, 35840, 72704, 72704, 144384}},
+};
+#define N_MODELS (sizeof(mig_models) / sizeof(mig_models[0]))
+
+struct fake_gi;
+struct fake_ci {
+    unsigned int magic;
+    struct fake_gi *gi;
+    unsigned int id, slices;
+};
+struct fake_gi {
+    unsigned int magic;
+    struct fake_device *gpu;
+    unsigned int id, shape, start, size;
+    struct fake_ci ci[MAX_CI];
+};
+static struct {
+    unsigned long long writes;
+    struct fake_gi gi[MAX_GPUS][MAX_GI];
+} mig;
+
+
+static int shape_by_name(const struct fake_device *gpu, const char *name)
+{
+    int i;
+    for (i = 0; i < 7; i++)
+        if (strcmp(mig_models[gpu->model].names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static unsigned int used_slices(unsigned int gpu)
+{
+    unsigned int i, used = 0;
+    for (i = 0; i < MAX_GI; i++)
+        if (mig.gi[gpu][i].magic == GI_MAGIC)
+            used |= ((1u << mig.gi[gpu][i].size) - 1) << mig.gi[gpu][i].start;
+    return used;
+}
+
+
+/* Add a GPU instance of shape at start (checked by the caller); returns it, NULL when no slot or id is free. */
+static struct fake_gi *gi_add(struct fake_device *gpu, unsigned int shape, unsigned int start, unsigned int id)
+{
+    unsigned int i, j;
+    struct fake_gi *slot = NULL;
+    if (!id) { /* the lowest free id from 1 */
+        for (id = 1; id <= MAX_GI * 2; id++) {
+            for (j = 0; j < MAX_GI; j++)
+                if (mig.gi[gpu->index][j].magic == GI_MAGIC && mig.gi[gpu->index][j].id == id)
+                    break;
+            if (j == MAX_GI)
+                break;
+        }
+    }
+    for (i = 0; i < MAX_GI && !slot; i++)
+        if (mig.gi[gpu->index][i].magic != GI_MAGIC)
+            slot = &mig.gi[gpu->index][i];
+    if (!slot)
+        return NULL;
+    memset(slot, 0, sizeof(*slot));
+    slot->magic = GI_MAGIC;
+    slot->gpu = gpu;
+    slot->id = id;
+    slot->shape = shape;
+    slot->start = start;
+    slot->size = mig_shapes[shape].size;
+    return slot;
+}
+
+/* Add a compute instance (id: the given one, or -1 for the lowest free id from 0); NULL when none is free. */
+static struct fake_ci *ci_add(struct fake_gi *gi, unsigned int slices, int want_id)
+{
+    struct fake_ci *ci = NULL;
+    unsigned int i, id = 0;
+    if (want_id >= 0) {
+        id = (unsigned int)want_id;
+    } else {
+        for (id = 0; id < MAX_CI; id++) {
+            for (i = 0; i < MAX_CI; i++)
+                if (gi->ci[i].magic == CI_MAGIC && gi->ci[i].id == id)
+                    break;
+            if (i == MAX_CI)
+                break;
+        }
+    }
+    for (i = 0; i < MAX_CI && !ci; i++)
+        if (gi->ci[i].magic != CI_MAGIC)
+            ci = &gi->ci[i];
+    if (!ci)
+        return NULL;
+    ci->magic = CI_MAGIC;
+    ci->gi = gi;
+    ci->id = id;
+    ci->slices = slices;
+    return ci;
+}
+
+/* Rebuild the MIG devices of every GPU with a model from its instances (GPU instance id order). */
+static void mig_rebuild(void)
+{
+    static char keep[MAX_GPUS * MAX_MIG][24];
+    static unsigned int keep_gpu[MAX_GPUS * MAX_MIG];
+    unsigned int i, j, k, n = 0, id;
+    for (i = 0; i < st.mig_total; i++)
+        if (st.migs[i].parent->model < 0) {
+            snprintf(keep[n], sizeof(keep[0]), "%s", st.migs[i].mig_profile);
+            keep_gpu[n++] = st.migs[i].parent->index;
+        }
+    st.mig_total = 0;
+    memset(st.migs, 0, sizeof(st.migs));
+    for (i = 0; i < st.gpu_count; i++)
+        st.gpus[i].mig_count = 0;
+    for (i = 0; i < n; i++)
+        add_mig(&st.gpus[keep_gpu[i]], keep[i]);
+    for (i = 0; i < st.gpu_count; i++) {
+        struct fake_device *gpu = &st.gpus[i];
+        if (gpu->model < 0)
+            continue;
+        for (id = 1; id <= MAX_GI * 2; id++)
+            for (j = 0; j < MAX_GI; j++) {
+                struct fake_gi *gi = &mig.gi[i][j];
+                if (gi->magic != GI_MAGIC || gi->id != id)
+                    continue;
+                for (k = 0; k < MAX_CI; k++) {
+                    char profile[24];
+                    if (gi->ci[k].magic != CI_MAGIC)
+                        continue;
+                    const char *name = mig_models[gpu->model].names[gi->shape];
+                    if (gi->ci[k].slices == mig_shapes[gi->shape].slices)
+                        snprintf(profile, sizeof(profile), "%s", name);
+                    else
+                        snprintf(profile, sizeof(profile), "%uc.%.20s", gi->ci[k].slices, name);
+                    add_mig(gpu, profile);
+                }
+            }
+    }
+}
+
+static const char *state_path(void)
+{
+    const char *path = getenv("FAKENVML_STATE");
+    return path && *path ? path : NULL;
+}
+
+
+/* Seed the instances of the GPUs with a model from the profile's mig_devices (first free placement). */
+static int mig_seed(void)
+{
+    unsigned int i, j;
+    for (i = 0; i < st.gpu_count; i++) {
+        struct fake_device *gpu = &st.gpus[i];
+        if (gpu->model < 0)
+            continue;
+        for (j = 0; j < st.mig_total; j++) {
+            struct fake_device *m = &st.migs[j];
+            unsigned int c = 0, s, p;
+            int used = 0, shape;
+            const char *gi_name = m->mig_profile;
+            struct fake_gi *gi = NULL;
+            if (m->parent != gpu)
+                continue;
+            if (sscanf(gi_name, "%uc.%n", &c, &used) == 1 && used > 0)
+                gi_name += used;
+            shape = shape_by_name(gpu, gi_name);
+            if (shape < 0)
+                break;
+            s = (unsigned int)shape;
+            for (p = 0; p < mig_shapes[s].count && !gi; p++) {
+                unsigned int start = mig_shapes[s].first + p * mig_shapes[s].step;
+                if (!(used_slices(i) & (((1u << mig_shapes[s].size) - 1) << start)))
+                    gi = gi_add(gpu, s, start, 0);
+            }
+            if (!gi)
+                break;
+            ci_add(gi, c ? c : mig_shapes[s].slices, -1);
+        }
+        if (j < st.mig_total) { /* mig_devices the table cannot hold: fixed devices, no MIG management */
+            memset(mig.gi[i], 0, sizeof(mig.gi[i]));
+            gpu->model = -1;
+        }
+    }
+    return 0;
+}
+
+/* Read $FAKENVML_STATE over the seeded state; returns 0 or -1 (a message on stderr). */
+static int mig_load(void)
+{
+    const char *path = state_path();
+    FILE *f;
+    char buf[512];
+    int line = 0, seen_gpu[MAX_GPUS] = {0};
+    if (!path || !(f = fopen(path, "r")))
+        return 0;
+    while (fgets(buf, sizeof(buf), f)) {
+        unsigned int g, a, b, c, d;
+        unsigned long long n;
+        char uuid[NAME_LEN];
+        line++;
+        if (buf[0] == '#' || buf[0] == '\n')
+            continue;
+        if (sscanf(buf, "writes = %llu", &n) == 1) {
+            mig.writes = n;
+        } else if (sscanf(buf, "mode = %u %95s %u %u", &g, uuid, &a, &b) == 4 && g < st.gpu_count &&
+                   strcmp(st.gpus[g].uuid, uuid) == 0 && a <= 1 && b <= 1) {
+            if (!seen_gpu[g])
+                memset(mig.gi[g], 0, sizeof(mig.gi[g]));
+            seen_gpu[g] = 1;
+            st.gpus[g].mig_current = a;
+            st.gpus[g].mig_pending = b;
+        } else if (sscanf(buf, "gi = %u %u %u %u %u", &g, &a, &b, &c, &d) == 5 && g < st.gpu_count && seen_gpu[g] &&
+                   st.gpus[g].model >= 0) {
+            unsigned int s;
+            for (s = 0; s < 7 && mig_shapes[s].id != b; s++)
+                ;
+            if (s == 7 || !gi_add(&st.gpus[g], s, c, a))
+                goto bad;
+        } else if (sscanf(buf, "ci = %u %u %u %u", &g, &a, &b, &c) == 4 && g < st.gpu_count) {
+            unsigned int j;
+            for (j = 0; j < MAX_GI; j++)
+                if (mig.gi[g][j].magic == GI_MAGIC && mig.gi[g][j].id == a)
+                    break;
+            if (j == MAX_GI || b >= MAX_CI || !ci_add(&mig.gi[g][j], c, (int)b))
+                goto bad;
+        } else {
+            goto bad;
+        }
+    }
+    fclose(f);
+    return 0;
+bad:
+    fclose(f);
+    fprintf(stderr, "fakenvml: %s:%d: not a MIG state line (or one for another profile)\n", path, line);
+    return -1;
+}
+
+/* After the profile is read: models, the seed, the state file, the MIG devices. */
+static int mig_state_init(void)
+{
+    unsigned int i, m;
+    memset(&mig, 0, sizeof(mig));
+    for (i = 0; i < st.gpu_count; i++)
+        for (m = 0; m < N_MODELS; m++)
+            if (st.gpus[i].has_mig && st.gpus[i].pci_device_id == mig_models[m].pci_device_id)
+                st.gpus[i].model = (int)m;
+    if (mig_seed() || mig_load())
+        return -1;
+    mig_rebuild();
+    return 0;
+}
+
 /* Read the configuration into st. Returns an NVML status for nvmlInit. */
 static nvmlReturn_t load_config(void)
 {
@@ -925,6 +1265,8 @@ static nvmlReturn_t load_config(void)
             gpu->fabric_state = -1;
             gpu->fabric_health = 1;
             gpu->recovery_action = 0;
+            gpu->model = -1;
+            gpu->fail_create_after = -1;
             gpu->not_supported = st.gpu_not_supported[gpu->index];
             continue;
         }
@@ -979,6 +1321,8 @@ static nvmlReturn_t load_config(void)
         rc = fail(&p, p.line, "driver_version is required");
     if (rc == 0 && st.fault == FAULT_NONE && !st.has_cuda_version)
         rc = fail(&p, p.line, "cuda_driver_version is required");
+    if (rc == 0 && st.fault == FAULT_NONE && mig_state_init() != 0)
+        rc = -1;
     if (rc != 0) {
         memset(&st, 0, sizeof(st));
         return NVML_ERROR_UNKNOWN;
@@ -1103,6 +1447,7 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t result)
     case NVML_ERROR_IN_USE: return "In use by another client";
     case NVML_ERROR_MEMORY: return "Insufficient Memory";
     case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Ran out of critical resources, other than memory";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
     default: return "Unknown Error";
     }
@@ -1429,6 +1774,638 @@ EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mi
     *device = mig->parent;
     return NVML_SUCCESS;
 }
+
+#ifndef FAKENVML_LEGACY
+/* The memory of a profile on this GPU: the table's value, scaled down to a GPU with less memory and kept
+ * below the profile's eighths of the GPU so that go-nvlib's naming (getMigMemorySizeGB) gives its name. */
+static unsigned long long shape_mib(const struct fake_device *gpu, unsigned int shape)
+{
+    const struct mig_model *m = &mig_models[gpu->model];
+    unsigned long long mib = m->mib[shape], cap;
+    if (gpu->memory_total_mib < m->table_mib)
+        mib = mib * gpu->memory_total_mib / m->table_mib;
+    cap = mig_shapes[shape].eighths * gpu->memory_total_mib / 8 - 64ULL * mig_shapes[shape].eighths;
+    return mib < cap ? mib : cap;
+}
+
+static unsigned int gi_count(unsigned int gpu)
+{
+    unsigned int i, n = 0;
+    for (i = 0; i < MAX_GI; i++)
+        n += mig.gi[gpu][i].magic == GI_MAGIC;
+    return n;
+}
+
+/* Write the state atomically; returns 0, or -1 (the caller answers NVML_ERROR_UNKNOWN). */
+static int mig_save(void)
+{
+    const char *path = state_path();
+    char tmp[4096];
+    FILE *f;
+    unsigned int i, j, k;
+    mig.writes++;
+    mig_rebuild();
+    if (!path)
+        return 0;
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "fakenvml: %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# fakenvml MIG state (tests/support/fakenvml/fakenvml.c)\nwrites = %llu\n", mig.writes);
+    for (i = 0; i < st.gpu_count; i++) {
+        if (!st.gpus[i].has_mig)
+            continue;
+        fprintf(f, "mode = %u %s %u %u\n", i, st.gpus[i].uuid, st.gpus[i].mig_current, st.gpus[i].mig_pending);
+        for (j = 0; j < MAX_GI; j++) {
+            struct fake_gi *gi = &mig.gi[i][j];
+            if (gi->magic != GI_MAGIC)
+                continue;
+            fprintf(f, "gi = %u %u %u %u %u\n", i, gi->id, mig_shapes[gi->shape].id, gi->start, gi->size);
+            for (k = 0; k < MAX_CI; k++)
+                if (gi->ci[k].magic == CI_MAGIC)
+                    fprintf(f, "ci = %u %u %u %u\n", i, gi->id, gi->ci[k].id, gi->ci[k].slices);
+        }
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "fakenvml: %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* MIG management (the MIG state section above keeps what it changes) */
+
+typedef struct fake_gi *nvmlGpuInstance_t;
+typedef struct fake_ci *nvmlComputeInstance_t;
+typedef struct {
+    unsigned int start, size;
+} nvmlGpuInstancePlacement_t;
+typedef struct {
+    unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount,
+        decoderCount, encoderCount, jpegCount, ofaCount;
+    unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+typedef struct {
+    unsigned int version, id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount,
+        decoderCount, encoderCount, jpegCount, ofaCount;
+    unsigned long long memorySizeMB;
+    char name[NAME_LEN];
+} nvmlGpuInstanceProfileInfo_v2_t;
+typedef struct {
+    nvmlDevice_t device;
+    unsigned int id, profileId;
+    nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+typedef struct {
+    unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount,
+        sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+typedef struct {
+    unsigned int version, id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
+        sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+    char name[NAME_LEN];
+} nvmlComputeInstanceProfileInfo_v2_t;
+typedef struct {
+    nvmlDevice_t device;
+    nvmlGpuInstance_t gpuInstance;
+    unsigned int id, profileId;
+    nvmlGpuInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* NVML_COMPUTE_INSTANCE_PROFILE_* constants -> slices (the CI profile id is the constant) */
+static const unsigned int ci_slices[8] = {1, 2, 3, 4, 7, 8, 6, 1};
+
+static int valid_gi(nvmlGpuInstance_t gi)
+{
+    uintptr_t p = (uintptr_t)gi, base = (uintptr_t)mig.gi;
+    return p >= base && p < base + sizeof(mig.gi) && (p - base) % sizeof(struct fake_gi) == 0 &&
+           gi->magic == GI_MAGIC;
+}
+
+static int valid_ci(nvmlComputeInstance_t ci)
+{
+    unsigned int g, i, k;
+    for (g = 0; g < st.gpu_count; g++)
+        for (i = 0; i < MAX_GI; i++)
+            for (k = 0; k < MAX_CI; k++)
+                if (&mig.gi[g][i].ci[k] == ci)
+                    return ci->magic == CI_MAGIC && mig.gi[g][i].magic == GI_MAGIC;
+    return 0;
+}
+
+/* A full GPU with a profile table and MIG enabled (NVML answers profile info only then). */
+static nvmlReturn_t mig_gpu(nvmlDevice_t device)
+{
+    if (device->parent)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->has_mig || device->model < 0 || !device->mig_current)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+static int shape_by_id(unsigned int id)
+{
+    int i;
+    for (i = 0; i < 7; i++)
+        if (mig_shapes[i].id == id)
+            return i;
+    return -1;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activation)
+{
+    unsigned int current, pending;
+    CHECK_DEVICE("nvmlDeviceSetMigMode", device);
+    if (!activation || device->parent || mode > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->has_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (!mode && gi_count(device->index))
+        return NVML_ERROR_IN_USE; /* GPU instances must be destroyed first */
+    current = device->mig_current;
+    pending = mode;
+    if (device->nproc)
+        *activation = NVML_ERROR_IN_USE; /* pending until the processes are gone and the GPU is reset */
+    else if (device->has_cc && device->cc_major >= 9 && !device->passthrough)
+        *activation = NVML_SUCCESS, current = mode; /* Hopper and later: at once */
+    else
+        *activation = current == mode ? NVML_SUCCESS : NVML_ERROR_RESET_REQUIRED; /* Ampere: after a reset */
+    if (current == device->mig_current && pending == device->mig_pending)
+        return NVML_SUCCESS;
+    device->mig_current = current;
+    device->mig_pending = pending;
+    return mig_save() ? NVML_ERROR_UNKNOWN : NVML_SUCCESS;
+}
+
+static nvmlReturn_t profile_info(nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t *out)
+{
+    unsigned int s;
+    nvmlReturn_t rc = mig_gpu(device);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (profile >= 0x12)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (s = 0; s < 7 && mig_shapes[s].constant != profile; s++)
+        ;
+    if (s == 7)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memset(out, 0, sizeof(*out));
+    out->id = mig_shapes[s].id;
+    out->sliceCount = mig_shapes[s].slices;
+    out->instanceCount = mig_shapes[s].instances;
+    out->multiprocessorCount = mig_shapes[s].slices * device->mig_sm_per_slice;
+    out->copyEngineCount = mig_shapes[s].slices;
+    media_engines(mig_shapes[s].slices, &out->decoderCount, &out->jpegCount, &out->ofaCount);
+    if (s == 1)
+        out->decoderCount += 1, out->jpegCount += 1, out->ofaCount += 1;
+    out->memorySizeMB = shape_mib(device, s);
+    snprintf(out->name, sizeof(out->name), "MIG %s", mig_models[device->model].names[s]);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
+                                                        nvmlGpuInstanceProfileInfo_t *info)
+{
+    nvmlGpuInstanceProfileInfo_v2_t v2;
+    nvmlReturn_t rc;
+    CHECK_DEVICE("nvmlDeviceGetGpuInstanceProfileInfo", device);
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = profile_info(device, profile, &v2);
+    if (rc == NVML_SUCCESS) { /* the same fields, without version and name (memorySizeMB at another offset) */
+        memcpy(info, &v2.id, offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB));
+        info->memorySizeMB = v2.memorySizeMB;
+    }
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
+                                                         nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    nvmlReturn_t rc;
+    CHECK_DEVICE("nvmlDeviceGetGpuInstanceProfileInfoV", device);
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != PROFILE_INFO_V2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    rc = profile_info(device, profile, info);
+    info->version = PROFILE_INFO_V2;
+    return rc;
+}
+
+static nvmlReturn_t placements(const char *fn, nvmlDevice_t device, unsigned int profile_id,
+                               nvmlGpuInstancePlacement_t *out, unsigned int *count)
+{
+    int s;
+    unsigned int i;
+    nvmlReturn_t rc;
+    CHECK_DEVICE(fn, device);
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((rc = mig_gpu(device)) != NVML_SUCCESS)
+        return rc;
+    if ((s = shape_by_id(profile_id)) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!out) {
+        *count = mig_shapes[s].count;
+        return NVML_SUCCESS;
+    }
+    if (*count < mig_shapes[s].count) {
+        *count = mig_shapes[s].count;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (i = 0; i < mig_shapes[s].count; i++) {
+        out[i].start = mig_shapes[s].first + i * mig_shapes[s].step;
+        out[i].size = mig_shapes[s].size;
+    }
+    *count = mig_shapes[s].count;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profile_id,
+                                                                  nvmlGpuInstancePlacement_t *out,
+                                                                  unsigned int *count)
+{
+    return placements("nvmlDeviceGetGpuInstancePossiblePlacements_v2", device, profile_id, out, count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profile_id,
+                                                               nvmlGpuInstancePlacement_t *out,
+                                                               unsigned int *count)
+{
+    return placements("nvmlDeviceGetGpuInstancePossiblePlacements", device, profile_id, out, count);
+}
+
+static unsigned int profile_count(unsigned int gpu, unsigned int shape)
+{
+    unsigned int i, n = 0;
+    for (i = 0; i < MAX_GI; i++)
+        n += mig.gi[gpu][i].magic == GI_MAGIC && mig.gi[gpu][i].shape == shape;
+    return n;
+}
+
+/* How many more GPU instances of a shape fit (first free placements, one after another). */
+static unsigned int remaining(unsigned int gpu, unsigned int shape)
+{
+    unsigned int used = used_slices(gpu), i, n = 0, left;
+    left = mig_shapes[shape].instances - profile_count(gpu, shape);
+    for (i = 0; i < mig_shapes[shape].count && n < left; i++) {
+        unsigned int mask = ((1u << mig_shapes[shape].size) - 1) << (mig_shapes[shape].first + i * mig_shapes[shape].step);
+        if (!(used & mask))
+            used |= mask, n++;
+    }
+    return n;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profile_id,
+                                                              unsigned int *count)
+{
+    int s;
+    nvmlReturn_t rc;
+    CHECK_DEVICE("nvmlDeviceGetGpuInstanceRemainingCapacity", device);
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((rc = mig_gpu(device)) != NVML_SUCCESS)
+        return rc;
+    if ((s = shape_by_id(profile_id)) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = remaining(device->index, (unsigned int)s);
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t create_gi(const char *fn, nvmlDevice_t device, unsigned int profile_id,
+                              const nvmlGpuInstancePlacement_t *placement, nvmlGpuInstance_t *out)
+{
+    int s;
+    unsigned int i, start = 99, used;
+    nvmlReturn_t rc;
+    struct fake_gi *gi;
+    CHECK_DEVICE(fn, device);
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((rc = mig_gpu(device)) != NVML_SUCCESS)
+        return rc;
+    if ((s = shape_by_id(profile_id)) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    used = used_slices(device->index);
+    for (i = 0; i < mig_shapes[s].count; i++) {
+        unsigned int at = mig_shapes[s].first + i * mig_shapes[s].step;
+        unsigned int mask = ((1u << mig_shapes[s].size) - 1) << at;
+        if (placement) {
+            if (placement->start == at && placement->size == mig_shapes[s].size) {
+                start = at;
+                if (used & mask)
+                    return NVML_ERROR_INSUFFICIENT_RESOURCES;
+            }
+        } else if (!(used & mask)) {
+            start = at;
+            break;
+        }
+    }
+    if (placement && start == 99)
+        return NVML_ERROR_INVALID_ARGUMENT; /* not one of the possible placements */
+    if (start == 99 || profile_count(device->index, (unsigned int)s) >= mig_shapes[s].instances)
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (device->fail_create_after >= 0 && gi_count(device->index) >= (unsigned int)device->fail_create_after)
+        return NVML_ERROR_UNKNOWN; /* mig_fail_create_after: a driver error half-way */
+    gi = gi_add(device, (unsigned int)s, start, 0);
+    if (!gi)
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (mig_save()) {
+        gi->magic = 0;
+        return NVML_ERROR_UNKNOWN;
+    }
+    *out = gi;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profile_id, nvmlGpuInstance_t *out)
+{
+    return create_gi("nvmlDeviceCreateGpuInstance", device, profile_id, NULL, out);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profile_id,
+                                                             const nvmlGpuInstancePlacement_t *placement,
+                                                             nvmlGpuInstance_t *out)
+{
+    if (!placement)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return create_gi("nvmlDeviceCreateGpuInstanceWithPlacement", device, profile_id, placement, out);
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gi)
+{
+    unsigned int k;
+    CHECK_INIT("nvmlGpuInstanceDestroy");
+    if (!valid_gi(gi))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (k = 0; k < MAX_CI; k++)
+        if (gi->ci[k].magic == CI_MAGIC)
+            return NVML_ERROR_IN_USE;
+    gi->magic = 0;
+    return mig_save() ? NVML_ERROR_UNKNOWN : NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile_id, nvmlGpuInstance_t *out,
+                                              unsigned int *count)
+{
+    int s;
+    unsigned int i, n = 0;
+    nvmlReturn_t rc;
+    CHECK_DEVICE("nvmlDeviceGetGpuInstances", device);
+    if (!count || !out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((rc = mig_gpu(device)) != NVML_SUCCESS)
+        return rc;
+    if ((s = shape_by_id(profile_id)) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < MAX_GI; i++) {
+        struct fake_gi *gi = &mig.gi[device->index][i];
+        if (gi->magic == GI_MAGIC && gi->shape == (unsigned int)s)
+            out[n++] = gi;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *out)
+{
+    unsigned int i;
+    nvmlReturn_t rc;
+    CHECK_DEVICE("nvmlDeviceGetGpuInstanceById", device);
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((rc = mig_gpu(device)) != NVML_SUCCESS)
+        return rc;
+    for (i = 0; i < MAX_GI; i++)
+        if (mig.gi[device->index][i].magic == GI_MAGIC && mig.gi[device->index][i].id == id) {
+            *out = &mig.gi[device->index][i];
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info)
+{
+    CHECK_INIT("nvmlGpuInstanceGetInfo");
+    if (!valid_gi(gi) || !info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    info->device = gi->gpu;
+    info->id = gi->id;
+    info->profileId = mig_shapes[gi->shape].id;
+    info->placement.start = gi->start;
+    info->placement.size = gi->size;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ci_profile_info(nvmlGpuInstance_t gi, unsigned int profile, unsigned int engine,
+                                    nvmlComputeInstanceProfileInfo_v2_t *out)
+{
+    unsigned int slices, gi_slices;
+    if (!valid_gi(gi) || profile >= 9 || engine != 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    slices = ci_slices[profile < 8 ? profile : 0];
+    gi_slices = mig_shapes[gi->shape].slices;
+    if (profile == 8 || profile == 7 || slices > gi_slices || slices == 6 || slices == 8)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memset(out, 0, sizeof(*out));
+    out->id = profile;
+    out->sliceCount = slices;
+    out->instanceCount = gi_slices / slices;
+    out->multiprocessorCount = slices * gi->gpu->mig_sm_per_slice;
+    out->sharedCopyEngineCount = gi_slices;
+    media_engines(gi_slices, &out->sharedDecoderCount, &out->sharedJpegCount, &out->sharedOfaCount);
+    snprintf(out->name, sizeof(out->name), "MIG %uc.%s", slices, mig_models[gi->gpu->model].names[gi->shape]);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi, unsigned int profile,
+                                                                 unsigned int engine,
+                                                                 nvmlComputeInstanceProfileInfo_t *info)
+{
+    nvmlComputeInstanceProfileInfo_v2_t v2;
+    nvmlReturn_t rc;
+    CHECK_INIT("nvmlGpuInstanceGetComputeInstanceProfileInfo");
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = ci_profile_info(gi, profile, engine, &v2);
+    if (rc == NVML_SUCCESS)
+        memcpy(info, &v2.id, sizeof(*info));
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gi, unsigned int profile,
+                                                                  unsigned int engine,
+                                                                  nvmlComputeInstanceProfileInfo_v2_t *info)
+{
+    nvmlReturn_t rc;
+    CHECK_INIT("nvmlGpuInstanceGetComputeInstanceProfileInfoV");
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != CI_PROFILE_INFO_V2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    rc = ci_profile_info(gi, profile, engine, info);
+    info->version = CI_PROFILE_INFO_V2;
+    return rc;
+}
+
+static unsigned int ci_used(nvmlGpuInstance_t gi)
+{
+    unsigned int k, n = 0;
+    for (k = 0; k < MAX_CI; k++)
+        if (gi->ci[k].magic == CI_MAGIC)
+            n += gi->ci[k].slices;
+    return n;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned int profile,
+                                                         nvmlComputeInstance_t *out)
+{
+    nvmlComputeInstanceProfileInfo_v2_t info;
+    nvmlReturn_t rc;
+    struct fake_ci *ci;
+    CHECK_INIT("nvmlGpuInstanceCreateComputeInstance");
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if ((rc = ci_profile_info(gi, profile, 0, &info)) != NVML_SUCCESS)
+        return rc;
+    if (ci_used(gi) + info.sliceCount > mig_shapes[gi->shape].slices)
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (!(ci = ci_add(gi, info.sliceCount, -1)))
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (mig_save()) {
+        ci->magic = 0;
+        return NVML_ERROR_UNKNOWN;
+    }
+    *out = ci;
+    return NVML_SUCCESS;
+}
+
+static unsigned int ci_profile_of(unsigned int slices)
+{
+    unsigned int p;
+    for (p = 0; p < 7 && ci_slices[p] != slices; p++)
+        ;
+    return p;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned int profile,
+                                                       nvmlComputeInstance_t *out, unsigned int *count)
+{
+    unsigned int k, n = 0;
+    CHECK_INIT("nvmlGpuInstanceGetComputeInstances");
+    if (!valid_gi(gi) || !out || !count || profile >= 9)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (k = 0; k < MAX_CI; k++)
+        if (gi->ci[k].magic == CI_MAGIC && ci_profile_of(gi->ci[k].slices) == profile)
+            out[n++] = &gi->ci[k];
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gi, unsigned int id,
+                                                          nvmlComputeInstance_t *out)
+{
+    unsigned int k;
+    CHECK_INIT("nvmlGpuInstanceGetComputeInstanceById");
+    if (!valid_gi(gi) || !out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (k = 0; k < MAX_CI; k++)
+        if (gi->ci[k].magic == CI_MAGIC && gi->ci[k].id == id) {
+            *out = &gi->ci[k];
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci)
+{
+    CHECK_INIT("nvmlComputeInstanceDestroy");
+    if (!valid_ci(ci))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ci->magic = 0;
+    return mig_save() ? NVML_ERROR_UNKNOWN : NVML_SUCCESS;
+}
+
+static nvmlReturn_t ci_info(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
+{
+    if (!valid_ci(ci) || !info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    info->device = ci->gi->gpu;
+    info->gpuInstance = ci->gi;
+    info->id = ci->id;
+    info->profileId = ci_profile_of(ci->slices);
+    info->placement.start = 0;
+    info->placement.size = ci->slices;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
+{
+    CHECK_INIT("nvmlComputeInstanceGetInfo_v2");
+    return ci_info(ci, info);
+}
+
+EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
+{
+    CHECK_INIT("nvmlComputeInstanceGetInfo");
+    return ci_info(ci, info);
+}
+
+/* The profile's simulated processes (processes = pid:name, ...), on the whole GPU. */
+static nvmlReturn_t running_processes(const char *fn, nvmlDevice_t device, unsigned int *count,
+                                      nvmlProcessInfo_t *infos)
+{
+    unsigned int i;
+    CHECK_DEVICE(fn, device);
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (*count < device->nproc || (!infos && device->nproc)) {
+        *count = device->nproc;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (i = 0; i < device->nproc; i++) {
+        infos[i].pid = device->pids[i];
+        infos[i].usedGpuMemory = 512ULL * MIB;
+        infos[i].gpuInstanceId = 0xFFFFFFFFu;
+        infos[i].computeInstanceId = 0xFFFFFFFFu;
+    }
+    *count = device->nproc;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
+                                                            nvmlProcessInfo_t *infos)
+{
+    return running_processes("nvmlDeviceGetComputeRunningProcesses_v3", device, count, infos);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *count,
+                                                            nvmlProcessInfo_t *infos)
+{
+    return running_processes("nvmlDeviceGetComputeRunningProcesses_v2", device, count, infos);
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
+{
+    unsigned int g, i;
+    CHECK_INIT("nvmlSystemGetProcessName");
+    for (g = 0; g < st.gpu_count; g++)
+        for (i = 0; i < st.gpus[g].nproc; i++)
+            if (st.gpus[g].pids[i] == pid)
+                return copy_string(name, length, st.gpus[g].pnames[i]);
+    return NVML_ERROR_NOT_FOUND;
+}
+#endif
 
 /* ------------------------------------------------------------------ */
 /* Health signals                                                     */

@@ -129,6 +129,43 @@ def health(handle):
     }
 
 
+def _gpu_instances(handle):
+    """[[id, profile id, placement start, size, [compute instance ids]], ...] ([] while MIG is off)."""
+    if not hasattr(pynvml, "nvmlDeviceGetGpuInstances"):
+        return {"error": "missing"}
+    found = []
+    for constant in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+        info = _call(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, constant)
+        if _failed(info):  # a profile the GPU lacks, or MIG off: NOT_SUPPORTED
+            continue
+        handles = (pynvml.c_nvmlGpuInstance_t * 8)()
+        count = pynvml.c_uint(8)
+        pynvml.nvmlDeviceGetGpuInstances(handle, info.id, handles, pynvml.byref(count))
+        for i in range(count.value):
+            gi = pynvml.nvmlGpuInstanceGetInfo(handles[i])
+            cis = []
+            for ci_constant in range(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+                ci_handles = (pynvml.c_nvmlComputeInstance_t * 8)()
+                ci_count = pynvml.c_uint(8)
+                pynvml.nvmlGpuInstanceGetComputeInstances(handles[i], ci_constant, ci_handles, pynvml.byref(ci_count))
+                cis += [pynvml.nvmlComputeInstanceGetInfo(ci_handles[k]).id for k in range(ci_count.value)]
+            found.append([gi.id, gi.profileId, gi.placement.start, gi.placement.size, sorted(cis)])
+    return sorted(found)
+
+
+def _processes(handle):
+    mismatch = getattr(pynvml, "NVMLLibraryMismatchError", None)
+    try:
+        procs = _optional_call("nvmlDeviceGetComputeRunningProcesses", handle)
+    except Exception as error:  # pylint: disable=broad-except  # nvidia-ml-py 13: _v3 missing from the library
+        if mismatch is None or not isinstance(error, mismatch):
+            raise
+        return {"error": type(error).__name__}
+    if _failed(procs):
+        return procs
+    return [[p.pid, _text(_call(pynvml.nvmlSystemGetProcessName, p.pid))] for p in procs]
+
+
 def _device(handle, mig=False):
     device = {
         "name": _text(_call(pynvml.nvmlDeviceGetName, handle)),
@@ -148,6 +185,8 @@ def _device(handle, mig=False):
         "max_mig_devices": _call(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle),
         "attributes_v2": _attributes(handle),
         "health": health(handle),
+        "gpu_instances": _gpu_instances(handle),
+        "processes": _processes(handle),
     })
     migs = []
     limit = device["max_mig_devices"] if isinstance(device["max_mig_devices"], int) else 1

@@ -31,9 +31,10 @@ _HEALTH_INT_KEYS = tuple(key for key, value in HEALTH_DEFAULTS.items()
                          if isinstance(value, int) and key not in ("clocks_event_reasons", "fabric_health_mask")) + (
     "pcie_link_gen", "pcie_link_gen_max", "pcie_link_width")
 _INT_KEYS = ("memory_total_mib", "memory_used_mib", "cuda_driver_version", "max_mig_devices", "mig_mode",
-             "mig_pending", "mig_multiprocessors_per_slice") + _HEALTH_INT_KEYS
+             "mig_pending", "mig_multiprocessors_per_slice", "mig_passthrough",
+             "mig_fail_create_after") + _HEALTH_INT_KEYS
 _HEX_KEYS = ("pci_device_id", "pci_subsystem_id", "pci_class", "clocks_event_reasons", "fabric_health_mask")
-_LIST_KEYS = ("not_supported", "mig_devices")
+_LIST_KEYS = ("not_supported", "mig_devices", "processes")
 _ESCAPED_KEYS = ("name", "driver_version")
 
 
