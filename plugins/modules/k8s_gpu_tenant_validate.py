@@ -59,7 +59,8 @@ options:
       product:
         description:
           - The GPU model the tenant's work runs on, as the node label C(nvidia.com/gpu.product) writes it (for example
-            C(Tesla-T4)). The pod selects those nodes, and passes only on one of them.
+            C(Tesla-T4); C(Tesla-T4-SHARED) where the device plugin shares the GPU without renaming the resource).
+            The pod selects those nodes, and passes only on one of them.
           - Empty lets the scheduler pick any node offering the resource.
         type: str
         default: ""
@@ -103,7 +104,7 @@ EXAMPLES = r"""
     tenants:
       - namespace: team-t4
         resource: nvidia.com/gpu
-        product: Tesla-T4
+        product: Tesla-T4-SHARED
       - namespace: team-h100
         product: NVIDIA-H100-80GB-HBM3
     pod_template:
@@ -154,7 +155,7 @@ results:
       description: Why it did not pass (empty when it did).
       type: str
   sample:
-    - {namespace: team-t4, resource: nvidia.com/gpu, count: 1, product: Tesla-T4, pod: gpu-tenant-validation,
+    - {namespace: team-t4, resource: nvidia.com/gpu, count: 1, product: Tesla-T4-SHARED, pod: gpu-tenant-validation,
        node: kubegpu-lab-t4, phase: Running, tolerations: [nvidia.com/gpu], quota_used: 1, quota_hard: 2,
        passed: true, reason: ""}
 passed:
