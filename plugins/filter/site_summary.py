@@ -43,8 +43,19 @@ def validation(results):
     return validation_table(results)
 
 
+def tenants(tenants_, validation_=None, check_mode=False):
+    """The GPU tenants (k8s_gpu_tenants' tenants) and the tenant path's results as the lines of a table."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import tenant_table
+
+    for what, value in (("tenants", tenants_), ("tenant validation results", validation_ or [])):
+        if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
+            raise AnsibleFilterError("tenant_table expects the %s as a list of dicts" % what)
+    return tenant_table(tenants_, validation_, check_mode)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"site_summary": site_summary, "summary_table": table, "validation_table": validation}
+        return {"site_summary": site_summary, "summary_table": table, "validation_table": validation,
+                "tenant_table": tenants}

@@ -140,3 +140,27 @@ def validation_table(results):
     rows = [{"node": row.get("node"), "result": "PASS" if row.get("passed") else "FAIL", "detail": row.get("reason")}
             for row in results]
     return summary_table(rows, ("node", "result", "detail"))
+
+
+def tenant_table(tenants, validation=None, check_mode=False):
+    """The GPU tenants as table lines: TENANT (namespace), QUOTA (``resource=count``, comma-separated), TIER and
+    VALIDATION (the tenant path's node and PASS, or FAIL and the reason; "not run" without a result; "check mode"
+    in a dry run). ``tenants``: ``k8s_gpu_tenants``' ``tenants``; ``validation``: ``k8s_gpu_tenant_validate``'s
+    ``results``. A tenant declared absent shows "absent" as its quota. No tenant: no lines."""
+    if not tenants:
+        return []
+    rows = []
+    for tenant in tenants:
+        namespace = tenant.get("namespace")
+        result = _first(validation or [], "namespace", namespace)
+        if result:
+            outcome = ("PASS on %s (quota used %s of %s)" % (result.get("node"), result.get("quota_used"),
+                                                             result.get("quota_hard"))
+                       if result.get("passed") else "FAIL: %s" % result.get("reason"))
+        else:
+            outcome = "check mode" if check_mode else "not run"
+        quota = tenant.get("quota") or {}
+        rows.append({"tenant": namespace, "tier": tenant.get("tier") or "-", "validation": outcome,
+                     "quota": "absent" if tenant.get("state") == "absent"
+                     else ", ".join("%s=%s" % (key, quota[key]) for key in sorted(quota)) or "-"})
+    return summary_table(rows, ("tenant", "quota", "tier", "validation"))

@@ -3,7 +3,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.filter.site_summary import site_summary, table
+from ansible_collections.kubegpu.nvidia.plugins.filter.site_summary import site_summary, table, tenants as tenant_table
 
 H100 = {"present": True, "count": 8, "driver_version": "535.183.01",
         "devices": [{"name": "NVIDIA H100 80GB HBM3"}] * 8}
@@ -114,3 +114,21 @@ def test_table_pads_columns_two_spaces_apart_without_trailing_blanks():
 def test_table_refuses_what_is_not_rows():
     with pytest.raises(AnsibleFilterError, match="list of rows"):
         table("not rows")
+
+
+def test_tenant_table():
+    tenants = [{"namespace": "team-h100", "state": "present", "tier": "gpu-workload", "quota": {"nvidia.com/gpu": 4}},
+               {"namespace": "team-t4", "state": "present", "tier": None,
+                "quota": {"nvidia.com/gpu": 4, "count/resourceclaims.resource.k8s.io": 2}},
+               {"namespace": "old-team", "state": "absent", "tier": None, "quota": {}}]
+    results = [{"namespace": "team-h100", "node": "h100", "passed": True, "quota_used": 1, "quota_hard": 4},
+               {"namespace": "team-t4", "node": "", "passed": False, "reason": "Unschedulable: 0/3 nodes"}]
+    assert tenant_table(tenants, results) == [
+        "TENANT     QUOTA                                                     TIER          VALIDATION",
+        "team-h100  nvidia.com/gpu=4                                          gpu-workload  PASS on h100 (quota used 1 of 4)",
+        "team-t4    count/resourceclaims.resource.k8s.io=2, nvidia.com/gpu=4  -             FAIL: Unschedulable: 0/3 nodes",
+        "old-team   absent                                                    -             not run"]
+    assert tenant_table(tenants[:1], None, True)[1].endswith("gpu-workload  check mode")
+    assert tenant_table([], results) == []
+    with pytest.raises(AnsibleFilterError, match="tenant_table expects the tenant validation results as a list of dicts"):
+        tenant_table(tenants, "team-t4")
