@@ -19,10 +19,10 @@ description:
     taint (the same key B(and) value; whatever its effect), and uncordons the node only if the gate cordoned it.
   - A node that already has a taint with O(taint)'s key and another value (someone else's) is labelled but not
     tainted, and its taint is left as it is; its result says so (RV(nodes[].taint=foreign)).
-  - A node whose health is V(unknown) (no NVML: no GPU, no driver yet) is left as it is.
+  - A node whose health is V(unknown) (no NVML; no GPU, no driver yet) is left as it is.
   - The guard. When more than O(max_unhealthy_percent) of the nodes would become unhealthy in this run (nodes
     already carrying the gate's taint do not count), the module fails with one line naming them and the share,
-    before any write (also in check mode): a systematic misreading must not empty the cluster.
+    before any write (also in check mode), since a systematic misreading must not empty the cluster.
   - One LIST of the nodes, then one strategic-merge PATCH per node that changes (label, taints with the node's
     C(resourceVersion), cordon); a 409 Conflict re-reads that node, plans it again and retries. A second run
     writes nothing. Every option is checked before the first request.
