@@ -52,7 +52,10 @@ def test_inventory_problem_refuses_what_is_not_groups():
     (["facts", "driver", "toolkit"], [], False),
     (["summary"], [], False),
     # --skip-tags wins over --tags and over all
-    (["all"], ["labels", "device_plugin", "validation"], False),
+    (["health"], [], True),  # the health gate writes the health label and taint
+    (["driver", "health"], [], True),
+    (["all"], ["labels", "device_plugin", "validation", "health"], False),
+    (["all"], ["labels", "device_plugin", "validation"], True),  # the health gate still runs
     (["all"], ["labels", "device_plugin"], True),
     (["labels"], ["labels"], False),
     (["preflight"], ["preflight"], False),
