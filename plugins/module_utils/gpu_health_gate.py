@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import ApiError, InputError, KubegpuError
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_labels import (
     TAINT_EFFECTS,
     NodeMatchError,
@@ -294,3 +295,20 @@ def report(results, check_mode=False):
         prefix = "would " if check_mode and result["changed"] else ""
         lines.append("%s: %s%s" % (result["name"], prefix, result["why"]))
     return lines
+
+
+def gate_nodes(hosts, hostvars):
+    """The gate's ``nodes`` for inventory ``hosts``: each host's Kubernetes node (``kubegpu_node_name``, else the
+    host, with its names and addresses as aliases) and its ``nvidia_gpu.health``; ``unknown`` when it was not read."""
+    nodes = []
+    for host in hosts or []:
+        host_vars = hostvars[host] if host in hostvars else {}
+        facts = host_vars.get("ansible_facts") or {}
+        health = (facts.get("nvidia_gpu") or {}).get("health")
+        if not isinstance(health, dict):
+            health = {"severity": UNKNOWN, "action": "none",
+                      "reason": "health not read (kubegpu.nvidia.nvidia_gpu_facts with gather_subset health)"}
+        name = node_name(host, host_vars)
+        nodes.append({"name": name, "host": host, "aliases": [a for a in host_aliases(host, host_vars, facts) if a != name],
+                      "health": health})
+    return nodes
