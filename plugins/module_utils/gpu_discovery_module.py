@@ -68,18 +68,26 @@ class FactsModule(AnsibleModule):
 
 
 def node_health(facts, health_params, which, read=read_node_health):
-    """``nvidia_gpu.health``: the node's GPU health, read when the GPU facts came from NVML.
+    """``nvidia_gpu.health``: the node's GPU health (``nvidia_gpu_health``'s read).
 
-    Without NVML (no GPU, no driver yet, no Python bindings: facts from ``nvidia-smi``, the PCI bus or none) the
-    health cannot be read, and saying ``unhealthy`` would taint every node before its first driver install:
-    the severity is ``unknown`` with the reason, and a health gate leaves such a node as it is.
+    When NVML cannot be used at all and the GPU facts did not come from NVML either (no GPU, no driver installed
+    yet), saying ``unhealthy`` would taint every node before its first driver install: the severity is then
+    ``unknown`` with the reason, and a health gate leaves such a node as it is. A driver that does not answer
+    (NVML timed out) stays ``unhealthy``; so does a node whose GPUs NVML lists but cannot read (a lost GPU, which
+    may also make the facts fall back to another source).
     """
-    if facts.get("source") != "nvml":
-        reason = ("no GPU found" if not facts.get("present") else
-                  "NVML cannot be used (GPU facts from %s): the health is read once the driver answers" % facts.get("source"))
-        return {"severity": "unknown", "action": "none", "reason": reason, "findings": [],
-                "gpus_by_severity": {}, "gpus": [], "driver_version": facts.get("driver_version")}
-    return read(health_params, which)
+    health = read(health_params, which)
+    nvml_unusable = [f for f in health.get("findings") or [] if f.get("signal") == "nvml"]
+    if health.get("gpus") or not nvml_unusable or facts.get("source") == "nvml":
+        return health
+    if any(f.get("action") == "reboot_node" for f in nvml_unusable):  # the driver hangs
+        return health
+    if facts.get("present"):
+        reason = ("NVML cannot be used (%s; GPU facts from %s): the health is read once the driver answers"
+                  % (nvml_unusable[0].get("reason"), facts.get("source")))
+    else:
+        reason = "no GPU found"
+    return dict(health, severity="unknown", action="none", reason=reason, findings=[])
 
 
 def _check_timeouts(params):
