@@ -208,7 +208,7 @@ def public(plan, host=None):
     """A node's result as the module returns it."""
     result = dict((k, v) for k, v in plan.items() if k not in ("patch", "was_tainted"))
     result["label"] = {"before": plan["label"][0], "after": plan["label"][1]}
-    if host and host != plan["name"]:
+    if host:
         result["host"] = host
     return result
 

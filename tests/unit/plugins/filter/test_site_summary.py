@@ -85,6 +85,14 @@ def test_health_column_says_the_first_reason_the_action_and_what_the_gate_did(he
     assert row["health_findings"] == ((health or {}).get("findings") or [])
 
 
+def test_health_column_finds_the_gate_result_by_host_without_a_match():
+    # health.yml runs no labels dry run: the gate's own match (its results name the host) is what the row reads
+    gpu = dict(H100, health=SICK)
+    row = site_summary(["gpu01"], hostvars(gpu01=(gpu, {})), health=[{"name": "ip-10-0-3-12", "host": "gpu01",
+                                                                     "taint": "kept"}])[0]
+    assert row["health"].endswith("; tainted")
+
+
 def test_plays_that_did_not_run_say_so():
     row = site_summary(["gpu01"], hostvars(gpu01=(H100, {})), matches={"gpu01": "gpu01"})[0]
     assert (row["runtime"], row["labels"], row["allocatable"], row["validation"]) == (
