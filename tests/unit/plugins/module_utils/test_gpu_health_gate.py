@@ -205,3 +205,16 @@ def test_check_mode_writes_nothing_and_says_would():
     assert gate.report(results, check_mode=True) == [
         "a: would taint nvidia.com/gpu.health=unhealthy:NoSchedule (unhealthy: GPU 1: 2 uncorrectable ECC errors); "
         "label nvidia.com/gpu.health=unhealthy"]
+
+
+def test_gate_nodes_from_hosts_facts():
+    hostvars = {
+        "gpu01": {"ansible_facts": {"nvidia_gpu": {"health": UNHEALTHY}, "hostname": "ip-10-0-0-1",
+                                    "default_ipv4": {"address": "10.0.0.1"}}},
+        "gpu02": {"kubegpu_node_name": "node-b", "ansible_facts": {"nvidia_gpu": {"present": True}}},
+    }
+    nodes = gate.gate_nodes(["gpu01", "gpu02"], hostvars)
+    assert nodes[0] == {"name": "gpu01", "host": "gpu01", "aliases": ["ip-10-0-0-1", "10.0.0.1"], "health": UNHEALTHY}
+    # no health read: unknown, which the gate leaves as it is
+    assert nodes[1]["name"] == "node-b" and nodes[1]["health"]["severity"] == "unknown"
+    assert gate.plan_gate(node("node-b", label="unhealthy", taints=[OURS]), nodes[1]["health"], TAINT)["changed"] is False
