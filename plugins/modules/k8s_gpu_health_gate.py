@@ -107,7 +107,7 @@ nodes:
   elements: dict
   contains:
     name: {description: The Kubernetes node., type: str}
-    host: {description: The inventory host (O(nodes[].host)), when given., type: str}
+    host: {description: "The inventory host (O(nodes[].host)), when given.", type: str}
     severity: {description: The node's health., type: str, sample: unhealthy}
     reason: {description: The worst finding's reason., type: str}
     action: {description: The action the health read recommends., type: str, sample: reset_gpu}
