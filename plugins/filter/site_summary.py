@@ -12,7 +12,8 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 
-def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False):
+def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False,
+                 health=None):
     """One row per host of ``hosts`` (module_utils/site_summary.py says what each column holds)."""
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import summary_rows
 
@@ -20,7 +21,7 @@ def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, va
         hosts = [hosts]
     try:
         return summary_rows(hosts, hostvars, matches=matches, labelled=labelled, capacity=capacity,
-                            validation=validation, check_mode=check_mode)
+                            validation=validation, check_mode=check_mode, health=health)
     except (AttributeError, TypeError, KeyError) as exc:
         raise AnsibleFilterError("site_summary: the results it was given are not of the expected shape: %s" % exc)
 

@@ -55,9 +55,11 @@ def test_inventory_problem_refuses_what_is_not_groups():
     (["facts", "driver", "toolkit"], [], False),
     (["summary"], [], False),
     # --skip-tags wins over --tags and over all
-    (["all"], ["labels", "device_plugin", "dcgm_exporter", "tenants", "validation"], False),
-    (["all"], ["labels", "device_plugin", "validation"], True),  # the dcgm_exporter and tenants plays still run
-    (["all"], ["labels", "device_plugin", "dcgm_exporter", "validation"], True),  # the tenants play still runs
+    (["health"], [], True),  # the health gate writes the health label and taint
+    (["driver", "health"], [], True),
+    (["all"], ["health", "labels", "device_plugin", "dcgm_exporter", "tenants", "validation"], False),
+    (["all"], ["labels", "device_plugin", "validation"], True),  # the health gate, dcgm_exporter and tenants still run
+    (["all"], ["health", "labels", "device_plugin", "dcgm_exporter", "validation"], True),  # the tenants role still runs
     (["all"], ["labels", "device_plugin"], True),
     (["labels"], ["labels"], False),
     (["preflight"], ["preflight"], False),
