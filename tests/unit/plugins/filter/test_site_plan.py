@@ -33,7 +33,7 @@ def test_inventory_problem_refuses_what_is_not_groups():
 
 # (ansible_run_tags, ansible_skip_tags) -> whether the run talks to the Kubernetes API. Ansible gives run tags
 # ["all"] without --tags; a --tags run lists what was named. The plays: preflight and facts (always), driver,
-# toolkit/runtime, labels, device_plugin, dcgm_exporter, validation, summary (always).
+# mig, toolkit/runtime, labels, device_plugin, dcgm_exporter, validation, summary (always).
 @pytest.mark.parametrize("run_tags, skip_tags, uses", [
     (["all"], [], True),
     (None, None, True),
@@ -41,6 +41,7 @@ def test_inventory_problem_refuses_what_is_not_groups():
     (["device_plugin", "validation"], [], True),
     (["validation"], [], True),
     (["dcgm_exporter"], [], True),
+    (["mig"], [], True),  # the MIG play evicts GPU work and writes nvidia.com/mig.config.state
     (["facts", "labels"], [], True),
     (["driver", "device_plugin"], [], True),
     (["preflight"], [], True),  # asks for the checks
@@ -53,7 +54,8 @@ def test_inventory_problem_refuses_what_is_not_groups():
     (["facts", "driver", "toolkit"], [], False),
     (["summary"], [], False),
     # --skip-tags wins over --tags and over all
-    (["all"], ["labels", "device_plugin", "dcgm_exporter", "validation"], False),
+    (["all"], ["mig", "labels", "device_plugin", "dcgm_exporter", "validation"], False),
+    (["all"], ["labels", "device_plugin", "dcgm_exporter", "validation"], True),  # the mig play still runs
     (["all"], ["labels", "device_plugin", "validation"], True),  # the dcgm_exporter play still runs
     (["all"], ["labels", "device_plugin"], True),
     (["labels"], ["labels"], False),
