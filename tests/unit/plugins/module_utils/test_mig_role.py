@@ -1,0 +1,74 @@
+"""plugins/module_utils/mig_role.py: which MIG config a node must have, and how its state is recorded.
+
+The label contract is the GPU Operator's MIG manager's (NVIDIA/mig-parted ``pkg/mig/reconfigure/reconfigure.go``:
+desired config in ``nvidia.com/mig.config``, progress in ``nvidia.com/mig.config.state``).
+"""
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
+OWN = {"version": "v1", "mig-configs": {"two-3g": [{"devices": "all", "mig-enabled": True,
+                                                      "mig-devices": {"3g.20gb": 2}}]}}
+
+
+def node(**labels):
+    return {"metadata": {"name": "a100", "labels": labels}}
+
+
+@pytest.mark.parametrize("the_node, config, user, expected", [
+    # the label wins over the inventory
+    (node(**{"nvidia.com/mig.config": "all-1g.5gb"}), "all-balanced", None,
+     {"config": "all-1g.5gb", "source": "label", "problem": "", "state": ""}),
+    # the inventory is the default of a node without the label
+    (node(), "all-balanced", None, {"config": "all-balanced", "source": "variable", "problem": "", "state": ""}),
+    # a node record (k8s_gpu_node's nodes) has the labels at the top
+    ({"name": "a100", "labels": {"nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"}},
+     "", None, {"config": "all-disabled", "source": "label", "problem": "", "state": "success"}),
+    # neither: the node is left alone
+    (node(), "", None, {"config": None, "source": "none", "problem": "", "state": ""}),
+    (node(**{"nvidia.com/mig.config": ""}), None, None, {"config": None, "source": "none", "problem": "", "state": ""}),
+    # the user's config by name
+    (node(**{"nvidia.com/mig.config": "two-3g"}), "", OWN,
+     {"config": "two-3g", "source": "label", "problem": "", "state": ""}),
+])
+def test_decide(the_node, config, user, expected):
+    assert mig_role.decide(the_node, config, user) == expected
+
+
+@pytest.mark.parametrize("the_node, config, user, problem", [
+    (node(**{"nvidia.com/mig.config": "all-balancd"}), "all-balanced", None,
+     "the node's label nvidia.com/mig.config=all-balancd: MIG config 'all-balancd' does not exist (did you mean "
+     "'all-balanced'?)"),
+    (node(), "two-3g", None, "nvidia_mig_config=two-3g: MIG config 'two-3g' does not exist"),
+    (node(), "all-balanced", {"version": "v2", "mig-configs": {}}, "nvidia_mig_configs"),
+])
+def test_decide_names_the_problem_in_one_line(the_node, config, user, problem):
+    result = mig_role.decide(the_node, config, user)
+    assert problem in result["problem"] and "\n" not in result["problem"]
+
+
+def test_decide_refuses_a_config_that_is_not_a_name():
+    with pytest.raises(InputError, match="nvidia_mig_config must be the name of a MIG config, not list"):
+        mig_role.decide(node(), ["all-balanced"])
+
+
+@pytest.mark.parametrize("state, reason, expected", [
+    ("failed", "GPU 1 busy:\n  4242 python3", {"metadata": {
+        "labels": {"nvidia.com/mig.config.state": "failed"},
+        "annotations": {"kubegpu.nvidia/mig.config.reason": "GPU 1 busy: 4242 python3"}}}),
+    # the other states clear an earlier reason
+    ("success", "ignored", {"metadata": {"labels": {"nvidia.com/mig.config.state": "success"},
+                                         "annotations": {"kubegpu.nvidia/mig.config.reason": None}}}),
+    ("pending", "", {"metadata": {"labels": {"nvidia.com/mig.config.state": "pending"},
+                                  "annotations": {"kubegpu.nvidia/mig.config.reason": None}}}),
+])
+def test_state_patch(state, reason, expected):
+    assert mig_role.state_patch(state, reason) == expected
+
+
+def test_state_patch_refuses_an_unknown_state():
+    with pytest.raises(InputError, match="MIG config state must be one of pending, rebooting, success, failed"):
+        mig_role.state_patch("done")
