@@ -75,3 +75,16 @@ def state_patch(state, reason=""):
         raise InputError("MIG config state must be one of %s, got %r" % (", ".join(STATES), state))
     reason = " ".join(str(reason or "").split()) if state == "failed" else None
     return {"metadata": {"labels": {STATE_LABEL: state}, "annotations": {REASON_ANNOTATION: reason or None}}}
+
+
+def reboot_blockers(allowed, local, container=""):
+    """Why the role may not reboot a node whose MIG mode waits for one, as the role nvidia_driver decides it:
+    never in a container, never on a local connection, never when ``nvidia_mig_reboot`` is false. ``[]``: it may."""
+    blockers = []
+    if container:
+        blockers.append("the node is a container (%s)" % container)
+    if local:
+        blockers.append("Ansible runs on the node itself (local connection)")
+    if not allowed:
+        blockers.append("nvidia_mig_reboot is false")
+    return blockers

@@ -72,3 +72,16 @@ def test_state_patch(state, reason, expected):
 def test_state_patch_refuses_an_unknown_state():
     with pytest.raises(InputError, match="MIG config state must be one of pending, rebooting, success, failed"):
         mig_role.state_patch("done")
+
+
+# the rules of roles/nvidia_driver (vars/main.yml _nvidia_driver_reboot_blocker), one line each
+@pytest.mark.parametrize("allowed, local, container, blockers", [
+    (True, False, "", []),
+    (False, False, "", ["nvidia_mig_reboot is false"]),
+    (True, True, "", ["Ansible runs on the node itself (local connection)"]),
+    (True, False, "docker", ["the node is a container (docker)"]),
+    (False, True, "podman", ["the node is a container (podman)", "Ansible runs on the node itself (local connection)",
+                             "nvidia_mig_reboot is false"]),
+])
+def test_reboot_blockers(allowed, local, container, blockers):
+    assert mig_role.reboot_blockers(allowed, local, container) == blockers
