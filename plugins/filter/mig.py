@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters kubegpu.nvidia.mig_decide, kubegpu.nvidia.mig_state_patch and kubegpu.nvidia.mig_reboot_blockers: the
+"""Filters kubegpu.nvidia.mig_decide, kubegpu.nvidia.mig_state_patch, kubegpu.nvidia.mig_reboot_blockers and
+kubegpu.nvidia.mig_resources_missing: the
 decisions of the role nvidia_mig (module_utils/mig_role.py)."""
 
 from __future__ import absolute_import, division, print_function
@@ -42,8 +43,18 @@ def mig_reboot_blockers(allowed, local=False, container=""):
     return mig_role.reboot_blockers(bool(allowed), bool(local), container or "")
 
 
+def mig_resources_missing(expected, allocatable):
+    """The MIG resources the node does not advertise yet as the module's result expects them."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+
+    if not isinstance(expected, dict) or not isinstance(allocatable, dict):
+        raise AnsibleFilterError("mig_resources_missing expects two dicts of resource name to count")
+    return mig_role.resources_missing(expected, allocatable)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"mig_decide": mig_decide, "mig_state_patch": mig_state_patch, "mig_reboot_blockers": mig_reboot_blockers}
+        return {"mig_decide": mig_decide, "mig_state_patch": mig_state_patch, "mig_reboot_blockers": mig_reboot_blockers,
+                "mig_resources_missing": mig_resources_missing}

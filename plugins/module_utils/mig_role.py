@@ -88,3 +88,16 @@ def reboot_blockers(allowed, local, container=""):
     if not allowed:
         blockers.append("nvidia_mig_reboot is false")
     return blockers
+
+
+def resources_missing(expected, allocatable):
+    """The ``nvidia.com/mig-<profile>`` counts of ``expected`` (the module's ``mig_devices.resources``, the mixed
+    strategy's) that ``allocatable`` does not advertise yet, one line each; ``[]`` when the node advertises them."""
+    missing = []
+    for name in sorted(expected or {}):
+        if not name.startswith("nvidia.com/mig-"):
+            continue
+        have = str((allocatable or {}).get(name, "0"))
+        if have != str(expected[name]):
+            missing.append("%s: %s advertised, %s expected" % (name, have, expected[name]))
+    return missing

@@ -85,3 +85,42 @@ def test_state_patch_refuses_an_unknown_state():
 ])
 def test_reboot_blockers(allowed, local, container, blockers):
     assert mig_role.reboot_blockers(allowed, local, container) == blockers
+
+
+@pytest.mark.parametrize("allocatable, missing", [
+    ({"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4", "nvidia.com/mig-3g.20gb": "4", "cpu": "8"}, []),
+    ({"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4"}, ["nvidia.com/mig-3g.20gb: 0 advertised, 4 expected"]),
+    # the daemons paused: nothing advertised yet
+    ({"nvidia.com/mig-1g.5gb": "0"}, ["nvidia.com/mig-1g.5gb: 0 advertised, 8 expected",
+                                      "nvidia.com/mig-2g.10gb: 0 advertised, 4 expected",
+                                      "nvidia.com/mig-3g.20gb: 0 advertised, 4 expected"]),
+])
+def test_resources_missing(allocatable, missing):
+    expected = {"nvidia.com/mig-1g.5gb": 8, "nvidia.com/mig-2g.10gb": 4, "nvidia.com/mig-3g.20gb": 4,
+                "nvidia.com/gpu": 0}
+    assert mig_role.resources_missing(expected, allocatable) == missing
+
+
+def test_boot_files_of_the_role_are_what_the_boot_entry_imports():
+    """The role copies module_utils/mig_boot.py MODULE_UTILS; each of them imports only those (and the stdlib,
+    yaml, pynvml), so the copy under /usr/local/lib/kubegpu runs on its own."""
+    import ast
+    import pathlib
+
+    import yaml
+
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_boot
+
+    root = pathlib.Path(mig_boot.__file__).parent
+    role_vars = yaml.safe_load((root.parents[1] / "roles" / "nvidia_mig" / "vars" / "main.yml").read_text())
+    assert sorted(role_vars["_nvidia_mig_boot_files"]) == sorted(mig_boot.MODULE_UTILS)
+    prefix = "ansible_collections.kubegpu.nvidia.plugins.module_utils"
+    for name in mig_boot.MODULE_UTILS:
+        tree = ast.parse((root / ("%s.py" % name)).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ansible"):
+                used = [node.module[len(prefix) + 1:]] if node.module != prefix else [a.name for a in node.names]
+                assert node.module.startswith(prefix), (name, node.module)
+                assert set(used) <= set(mig_boot.MODULE_UTILS), (name, used)
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("ansible") for a in node.names), name
