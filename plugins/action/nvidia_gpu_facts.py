@@ -24,8 +24,12 @@ HOST_FACTS_MODULE = "kubegpu.nvidia.nvidia_gpu_host_facts"
 
 
 def module_for(args):
-    """The module that serves the task arguments ``args``."""
-    return HOST_FACTS_MODULE if args.get("gather_subset") else FACTS_MODULE
+    """The module that serves the task arguments ``args``: host facts need the collectors; the GPU health
+    (``gather_subset: [health]``) does not."""
+    subsets = args.get("gather_subset") or []
+    if isinstance(subsets, str):
+        subsets = subsets.split(",")
+    return HOST_FACTS_MODULE if [s for s in subsets if str(s).strip() not in ("", "health")] else FACTS_MODULE
 
 
 class ActionModule(ActionBase):

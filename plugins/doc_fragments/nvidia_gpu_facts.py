@@ -74,9 +74,25 @@ options:
         V([]) (the default) gathers no host facts.
       - M(kubegpu.nvidia.nvidia_gpu_facts) runs M(kubegpu.nvidia.nvidia_gpu_host_facts) for this (its action
         plugin picks it), so that a run without host facts does not carry their collectors.
+      - The entry V(health) is not a host fact subset; it adds the GPU health to the facts as
+        C(ansible_facts.nvidia_gpu.health), what M(kubegpu.nvidia.nvidia_gpu_health) returns as RV(health) (the
+        same code, in the same module run), with the options O(health_options). It is read only when the GPU
+        facts come from NVML; otherwise (no GPU, no driver yet) its C(severity) is V(unknown) with the reason,
+        and the health gate (role C(kubegpu.nvidia.gpu_health)) leaves that node as it is. V(health) alone
+        needs no host fact collector.
     type: list
     elements: str
     default: []
+  health_options:
+    description:
+      - With V(health) in O(gather_subset), the options of the health read, as M(kubegpu.nvidia.nvidia_gpu_health)
+        takes them (C(kernel_log), C(kernel_log_path), C(since), C(ignore_xids), C(unknown_xid_severity),
+        C(thresholds), C(nvml_timeout), C(command_timeout)); unset ones keep that module's defaults
+        (C(nvml_timeout) this module's O(nvml_timeout)).
+      - A bad option fails the task with one line before anything is read; set without V(health) in
+        O(gather_subset), it is refused.
+    type: dict
+    default: {}
   gather_timeout:
     description:
       - Seconds each host fact collector may take (as for M(ansible.builtin.setup)). At least 1.

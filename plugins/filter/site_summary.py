@@ -12,7 +12,8 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 
-def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False):
+def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False,
+                 health=None):
     """One row per host of ``hosts`` (module_utils/site_summary.py says what each column holds)."""
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import summary_rows
 
@@ -20,7 +21,7 @@ def site_summary(hosts, hostvars, matches=None, labelled=None, capacity=None, va
         hosts = [hosts]
     try:
         return summary_rows(hosts, hostvars, matches=matches, labelled=labelled, capacity=capacity,
-                            validation=validation, check_mode=check_mode)
+                            validation=validation, check_mode=check_mode, health=health)
     except (AttributeError, TypeError, KeyError) as exc:
         raise AnsibleFilterError("site_summary: the results it was given are not of the expected shape: %s" % exc)
 
@@ -43,8 +44,19 @@ def validation(results):
     return validation_table(results)
 
 
+def tenants(tenants_, validation_=None, check_mode=False):
+    """The GPU tenants (k8s_gpu_tenants' tenants) and the tenant path's results as the lines of a table."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import tenant_table
+
+    for what, value in (("tenants", tenants_), ("tenant validation results", validation_ or [])):
+        if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
+            raise AnsibleFilterError("tenant_table expects the %s as a list of dicts" % what)
+    return tenant_table(tenants_, validation_, check_mode)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"site_summary": site_summary, "summary_table": table, "validation_table": validation}
+        return {"site_summary": site_summary, "summary_table": table, "validation_table": validation,
+                "tenant_table": tenants}

@@ -5,8 +5,9 @@
 
 ``input_problems`` checks the role variables the manifests take as they are (images, the MPS root, the user GPU
 Feature Discovery runs as); ``health_checks`` turns the health check variables into the plugin's environment
-(``DP_DISABLE_HEALTHCHECKS``, ``DP_ENABLE_HEALTHCHECKS``) or the reasons they cannot be; ``nfd_problem`` checks that GPU Feature Discovery has a Node Feature Discovery to
-publish to, from the NodeFeature CustomResourceDefinition as the cluster has it.  Configurations the device
+(``DP_DISABLE_HEALTHCHECKS``, ``DP_ENABLE_HEALTHCHECKS``) or the reasons they cannot be; ``nfd_problem`` checks
+that GPU Feature Discovery has a Node Feature Discovery to publish to, from the NodeFeature
+CustomResourceDefinition as the cluster has it.  Configurations the device
 plugin itself would refuse are device_plugin_config.py's.
 """
 

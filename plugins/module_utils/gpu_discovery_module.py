@@ -27,6 +27,7 @@ from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
 )
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery import discover, unusable_reason
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import run_bounded
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_health_module import check_params, read_node_health
 
 HOST_FACTS_MODULE = "kubegpu.nvidia.nvidia_gpu_host_facts"
 
@@ -39,7 +40,19 @@ ARGUMENT_SPEC = dict(
     nvml_timeout=dict(type="int", default=30),
     gather_subset=dict(type="list", elements="str", default=[]),
     gather_timeout=dict(type="int", default=10),
+    health_options=dict(type="dict", default={}),
 )
+# the gather_subset entry that adds the GPU health (nvidia_gpu_health's read) to the facts, as nvidia_gpu.health
+HEALTH_SUBSET = "health"
+
+
+def split_subset(gather_subset):
+    """``(host subsets, health)``: the entries of ``gather_subset`` for Ansible's host fact collectors, and whether
+    it asks for the GPU health (``health``). A string is split at commas, as ``setup`` does."""
+    if isinstance(gather_subset, str):
+        gather_subset = gather_subset.split(",")
+    subsets = [str(entry).strip() for entry in gather_subset or []]
+    return [entry for entry in subsets if entry and entry != HEALTH_SUBSET], HEALTH_SUBSET in subsets
 
 
 class FactsModule(AnsibleModule):
@@ -52,6 +65,29 @@ class FactsModule(AnsibleModule):
     def fail_json(self, msg, **kwargs):  # pylint: disable=arguments-differ
         kwargs.setdefault("error_kind", "input")
         super(FactsModule, self).fail_json(msg, **kwargs)
+
+
+def node_health(facts, health_params, which, read=read_node_health):
+    """``nvidia_gpu.health``: the node's GPU health (``nvidia_gpu_health``'s read).
+
+    When NVML cannot be used at all and the GPU facts did not come from NVML either (no GPU, no driver installed
+    yet), saying ``unhealthy`` would taint every node before its first driver install: the severity is then
+    ``unknown`` with the reason, and a health gate leaves such a node as it is. A driver that does not answer
+    (NVML timed out) stays ``unhealthy``; so does a node whose GPUs NVML lists but cannot read (a lost GPU, which
+    may also make the facts fall back to another source).
+    """
+    health = read(health_params, which)
+    nvml_unusable = [f for f in health.get("findings") or [] if f.get("signal") == "nvml"]
+    if health.get("gpus") or not nvml_unusable or facts.get("source") == "nvml":
+        return health
+    if any(f.get("action") == "reboot_node" for f in nvml_unusable):  # the driver hangs
+        return health
+    if facts.get("present"):
+        reason = ("NVML cannot be used (%s; GPU facts from %s): the health is read once the driver answers"
+                  % (nvml_unusable[0].get("reason"), facts.get("source")))
+    else:
+        reason = "no GPU found"
+    return dict(health, severity="unknown", action="none", reason=reason, findings=[])
 
 
 def _check_timeouts(params):
@@ -72,13 +108,20 @@ def gather(module, host_facts=None):
         raise InputError(error)
     _check_timeouts(params)
 
+    host_subsets, want_health = split_subset(params["gather_subset"])
+    health_params = None
+    if want_health:
+        health_params = check_params(params["health_options"], nvml_timeout=params["nvml_timeout"])
+    elif params["health_options"]:
+        raise InputError("health_options is only read when gather_subset lists %s" % HEALTH_SUBSET)
+
     ansible_facts = {}
-    if params["gather_subset"]:
+    if host_subsets:
         if host_facts is None:
             raise InputError("gather_subset needs the host fact collectors, which this module does not carry: "
                              "run kubegpu.nvidia.nvidia_gpu_facts as a task (its action plugin then runs %s) "
                              "or %s itself" % (HOST_FACTS_MODULE, HOST_FACTS_MODULE))
-        ansible_facts = host_facts(module, params["gather_subset"], params["gather_timeout"])
+        ansible_facts = host_facts(module, host_subsets, params["gather_timeout"])
 
     run_command = functools.partial(run_bounded, timeout=params["command_timeout"], environ_update={"LC_ALL": "C"})
     found = discover(
@@ -96,5 +139,7 @@ def gather(module, host_facts=None):
         if reason:
             raise KubegpuError(reason, kind="timeout" if found.timed_out else "runtime",
                                ansible_facts={"nvidia_gpu": found.facts})
+    if want_health:
+        found.facts["health"] = node_health(found.facts, health_params, module.get_bin_path)
     ansible_facts["nvidia_gpu"] = found.facts
     return dict(changed=False, ansible_facts=ansible_facts)

@@ -17,6 +17,7 @@ __metaclass__ = type
 import functools
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_discovery_common import (
@@ -115,11 +116,29 @@ def _attribute(events, gpus):
 
 def gather(module, run_command=None, which=None, read_nvml=None, uptime=None):
     """The module's result, or a ``KubegpuError``."""
-    params = module.params
+    health = read_node_health(module.params, which or module.get_bin_path, run_command=run_command,
+                              read_nvml=read_nvml, uptime=uptime)
+    return dict(changed=False, health=health)
+
+
+def check_params(options, nvml_timeout=None):
+    """``options`` (a dict of this module's options, e.g. ``nvidia_gpu_facts``' ``health_options``) with the
+    defaults filled in, or an InputError naming the first bad one. ``nvml_timeout``: the default of that key."""
+    options = dict(options or {})
+    if nvml_timeout is not None:
+        options.setdefault("nvml_timeout", nvml_timeout)
+    validator = ArgumentSpecValidator(ARGUMENT_SPEC, required_if=[("kernel_log", "file", ("kernel_log_path",))])
+    checked = validator.validate(options)
+    if checked.error_messages:
+        raise InputError("health_options: %s" % checked.error_messages[0])
+    return checked.validated_parameters
+
+
+def read_node_health(params, which, run_command=None, read_nvml=None, uptime=None):
+    """The node's ``health`` (what ``nvidia_gpu_health`` returns) for the module options ``params``."""
     thresholds, ignored, since = check_options(params)
     if run_command is None:
         run_command = functools.partial(run_bounded, timeout=params["command_timeout"], environ_update={"LC_ALL": "C"})
-    which = which or module.get_bin_path
     read_nvml = read_nvml or functools.partial(read_health, timeout=params["nvml_timeout"])
     uptime = uptime or read_uptime
 
@@ -164,4 +183,4 @@ def gather(module, run_command=None, which=None, read_nvml=None, uptime=None):
         "ignored_xids": ignored,
         "thresholds": thresholds,
     }
-    return dict(changed=False, health=health)
+    return health

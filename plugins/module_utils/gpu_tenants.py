@@ -368,6 +368,17 @@ def node_allocatable(nodes):
     return totals
 
 
+def rows_allocatable(rows):
+    """{resource: total} of the ``nvidia.com/`` resources in the device plugin role's capacity rows
+    (``k8s_device_plugin_capacity``: per GPU node, its ``allocatable`` as the role last read it)."""
+    totals = {}
+    for row in rows:
+        for key, value in (row.get("allocatable") or {}).items():
+            if key.startswith("nvidia.com/"):
+                totals[key] = totals.get(key, 0) + _count(value)
+    return totals
+
+
 def check_capacity(tenants, allocatable, mode="warn"):
     """Quota totals per resource against what the nodes advertise.
 
@@ -652,14 +663,16 @@ def apply_plan(api, plan):
     return applied
 
 
-def read_cluster(api):
-    """What the plan needs, in one listing per kind: (namespaces, priority classes, {Kind: objects}, nodes)."""
+def read_cluster(api, nodes=True):
+    """What the plan needs, in one listing per kind: (namespaces, priority classes, {Kind: objects}, nodes).
+
+    ``nodes`` false: the nodes are not listed (their capacity is known), and the last item is ``[]``."""
     namespaces = api.list_all("listing namespaces", NAMESPACE.collection())
     priority_classes = api.list_all("listing PriorityClasses", PRIORITY_CLASS.collection())
     objects = {}
     for kind in TENANT_KINDS:
         objects[kind] = api.list_all("listing %ss" % kind.kind, kind.collection(), label_selector=TENANT_LABEL)
-    nodes = api.list_all("listing nodes", "/api/v1/nodes")
+    nodes = api.list_all("listing nodes", "/api/v1/nodes") if nodes else []
     return namespaces, priority_classes, objects, nodes
 
 

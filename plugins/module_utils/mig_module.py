@@ -105,9 +105,9 @@ def work(module, session=None, run_command=None, which=None):
     result.update(changed=True, reboot_required=outcome["reboot_required"], reboot_reason=outcome["reboot_reason"],
                   reset=outcome["reset"])
     if outcome["reboot_required"]:
+        gpus = ", ".join(str(i) for i in node_plan["reset_required"])
         result["msg"] = ("MIG mode change pending on GPU %s: the GPU reset was refused (%s); the node must reboot, "
-                         "then apply again" % (", ".join(str(i) for i in node_plan["reset_required"]),
-                                                outcome["reboot_reason"]))
+                         "then apply again" % (gpus, outcome["reboot_reason"]))
         return result
     final = outcome["plan"]
     result["mig_devices"] = mig_plan.mig_devices(final)

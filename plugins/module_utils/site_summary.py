@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-COLUMNS = ("node", "gpus", "driver", "runtime", "labels", "allocatable", "validation")
+COLUMNS = ("node", "gpus", "driver", "runtime", "labels", "allocatable", "validation", "health")
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
 
@@ -84,6 +84,43 @@ def _validation(check):
     return "passed"
 
 
+# nvidia_gpu_health's actions, as the HEALTH column says them
+ACTION_WORDS = {
+    "restart_application": "restart the application",
+    "reset_gpu": "reset the GPU",
+    "reboot_node": "reboot the node",
+    "field_diagnostics": "run field diagnostics",
+}
+GATE_WORDS = {"added": "tainted", "kept": "tainted", "removed": "untainted", "foreign": "not tainted: foreign taint"}
+
+
+def _health(health, gate, gated, check_mode=False):
+    """HEALTH: the node's severity, its first reason and the action to take; what the health gate did to it.
+
+    ``health``: the host's ``nvidia_gpu.health`` (None when it was not read); ``gate``: the gate's result for its
+    node (``k8s_gpu_health_gate``); ``gated``: whether the gate ran.
+    """
+    if not isinstance(health, dict) or not health.get("severity"):
+        return "not read"
+    severity = health["severity"]
+    if severity == "healthy":
+        text = "healthy"
+    else:
+        text = "%s: %s" % (severity, health.get("reason") or "no reason given")
+        action = ACTION_WORDS.get(health.get("action"))
+        if action:
+            text += " (%s)" % action
+    if gated and gate:
+        done = GATE_WORDS.get(gate.get("taint"))
+        if done and gate.get("taint") in ("added", "removed") and check_mode:
+            done = "would be " + done
+        if done:
+            text += "; " + done
+    elif gated is False and severity == "unhealthy":
+        text += "; gate not run"
+    return text
+
+
 def _first(items, key, value):
     for item in items or []:
         if item.get(key) == value:
@@ -91,13 +128,16 @@ def _first(items, key, value):
     return {}
 
 
-def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False):
+def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, validation=None, check_mode=False,
+                 health=None):
     """One row (a dict with ``host`` and every column of ``COLUMNS``) per host of ``hosts``.
 
     ``matches``: ``{host: Kubernetes node name}`` of the GPU hosts; ``labelled``: the labels play's node
     results (``None`` when it did not run); ``capacity``: the device plugin's check per host
     (``{host, allocatable, expected, ok}``); ``validation``: the validation results per node; ``check_mode``:
-    the run changed nothing (LABELS says what it would set).
+    the run changed nothing (LABELS says what it would set). ``health``: the health gate's node results
+    (``None`` when it did not run). Each row also carries ``health_findings``, every finding of the host's health
+    read (for the JSON summary).
     """
     matches = matches or {}
     rows = []
@@ -106,11 +146,13 @@ def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, va
         gpu = (host_vars.get("ansible_facts") or {}).get("nvidia_gpu") or {}
         if not gpu:
             rows.append({"host": host, "node": host, "gpus": "unknown (no facts)", "driver": "-", "runtime": "-",
-                         "labels": "-", "allocatable": "-", "validation": "not run"})
+                         "labels": "-", "allocatable": "-", "validation": "not run", "health": "-",
+                         "health_findings": []})
             continue
         if not gpu.get("present"):
             rows.append({"host": host, "node": host, "gpus": "none (CPU-only)", "driver": "-", "runtime": "-",
-                         "labels": "-", "allocatable": "-", "validation": "skipped"})
+                         "labels": "-", "allocatable": "-", "validation": "skipped", "health": "-",
+                         "health_findings": []})
             continue
         name = matches.get(host) or ""
         node = _first(labelled, "name", name) if name else {}
@@ -123,6 +165,10 @@ def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, va
             "labels": _labels(node, labelled, check_mode),
             "allocatable": _allocatable(_first(capacity, "host", host)),
             "validation": _validation(_first(validation, "node", name) if name else {}),
+            "health": _health(gpu.get("health"), _first(health, "host", host) or (_first(health, "name", name)
+                                                                                 if name else {}),
+                              health is not None, check_mode),
+            "health_findings": (gpu.get("health") or {}).get("findings") or [],
         })
     return rows
 
@@ -140,3 +186,27 @@ def validation_table(results):
     rows = [{"node": row.get("node"), "result": "PASS" if row.get("passed") else "FAIL", "detail": row.get("reason")}
             for row in results]
     return summary_table(rows, ("node", "result", "detail"))
+
+
+def tenant_table(tenants, validation=None, check_mode=False):
+    """The GPU tenants as table lines: TENANT (namespace), QUOTA (``resource=count``, comma-separated), TIER and
+    VALIDATION (the tenant path's node and PASS, or FAIL and the reason; "not run" without a result; "check mode"
+    in a dry run). ``tenants``: ``k8s_gpu_tenants``' ``tenants``; ``validation``: ``k8s_gpu_tenant_validate``'s
+    ``results``. A tenant declared absent shows "absent" as its quota. No tenant: no lines."""
+    if not tenants:
+        return []
+    rows = []
+    for tenant in tenants:
+        namespace = tenant.get("namespace")
+        result = _first(validation or [], "namespace", namespace)
+        if result:
+            outcome = ("PASS on %s (quota used %s of %s)" % (result.get("node"), result.get("quota_used"),
+                                                             result.get("quota_hard"))
+                       if result.get("passed") else "FAIL: %s" % result.get("reason"))
+        else:
+            outcome = "check mode" if check_mode else "not run"
+        quota = tenant.get("quota") or {}
+        rows.append({"tenant": namespace, "tier": tenant.get("tier") or "-", "validation": outcome,
+                     "quota": "absent" if tenant.get("state") == "absent"
+                     else ", ".join("%s=%s" % (key, quota[key]) for key in sorted(quota)) or "-"})
+    return summary_table(rows, ("tenant", "quota", "tier", "validation"))

@@ -143,11 +143,20 @@ options:
     type: str
     choices: [warn, fail, ignore]
     default: warn
+  capacity:
+    description:
+      - The GPU nodes' capacity as the C(kubegpu.nvidia.k8s_device_plugin) role recorded it
+        (C(k8s_device_plugin_capacity), one row per GPU node with its C(allocatable)); O(capacity_check) then
+        compares the quotas with the sum of those rows' C(allocatable) and the module lists no nodes.
+      - Empty (the default) lists the nodes and sums their C(status.allocatable).
+    type: list
+    elements: dict
+    default: []
 requirements:
   - kubernetes >= 24.2.0 (Python library)
 notes:
-  - "Requests per run: six listings (namespaces, PriorityClasses, ResourceQuotas, Roles, RoleBindings, nodes; more
-    only past 500 objects of one kind), then one request per object written."
+  - "Requests per run: six listings (namespaces, PriorityClasses, ResourceQuotas, Roles, RoleBindings, nodes; five
+    with O(capacity); more only past 500 objects of one kind), then one request per object written."
   - The default tolerations take effect only where the API server runs the C(PodTolerationRestriction) admission
     plugin (C(--enable-admission-plugins)); C(ExtendedResourceToleration) adds the toleration of a taint named like
     an extended resource (C(nvidia.com/gpu)) to every pod requesting it.
@@ -287,6 +296,7 @@ def main():
             effect=dict(type="str", required=True),
         )),
         capacity_check=dict(type="str", choices=["warn", "fail", "ignore"], default="warn"),
+        capacity=dict(type="list", elements="dict", default=[]),
         retries=dict(type="int", default=5),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
@@ -304,9 +314,10 @@ def main():
                                                                      params["taints"])
         api = state["api"] = ApiSession(get_api_client(params), retries=params["retries"],
                                         request_timeout=params["request_timeout"])
-        namespaces, priority_classes, objects, nodes = gpu_tenants.read_cluster(api)
-        capacity, warnings = gpu_tenants.check_capacity(tenants, gpu_tenants.node_allocatable(nodes),
-                                                        params["capacity_check"])
+        known = params["capacity"]
+        namespaces, priority_classes, objects, nodes = gpu_tenants.read_cluster(api, nodes=not known)
+        allocatable = gpu_tenants.rows_allocatable(known) if known else gpu_tenants.node_allocatable(nodes)
+        capacity, warnings = gpu_tenants.check_capacity(tenants, allocatable, params["capacity_check"])
         plan = gpu_tenants.Plan(tenants, tiers, tolerations, namespaces, priority_classes, objects)
         for text in warnings:
             module.warn(text)

@@ -332,3 +332,73 @@ def test_bad_input_is_one_line(results, name, message):
     assert result["msg"] == message
     assert result["error_kind"] == "input"
     assert "Traceback" not in str(result.get("exception", "")) and "health" not in result
+
+
+# --- the same read as a facts subset (nvidia_gpu_facts, gather_subset health) ------------------------------------
+
+@pytest.fixture(scope="module")
+def facts_runs(libdir, tmp_path_factory):
+    """nvidia_gpu_health and nvidia_gpu_facts with gather_subset [health] on the same profiles, in one playbook."""
+    tmp = tmp_path_factory.mktemp("gpu_health_facts")
+    log = tmp / "kernel.log"
+    log.write_text(KERNEL_LOG)
+    options = {"kernel_log": "file", "kernel_log_path": str(log)}
+    faults = {"LD_LIBRARY_PATH": str(libdir / "full"), "FAKENVML_CONFIG": str(PROFILES / "h100x8-faults.conf")}
+    no_driver = dict(faults, FAKENVML_CONFIG=str(PROFILES / "driver-not-loaded.conf"))
+    tasks = [
+        {"name": "module", "kubegpu.nvidia.nvidia_gpu_health": options, "environment": faults},
+        {"name": "facts", "kubegpu.nvidia.nvidia_gpu_facts": {"gather_subset": ["health"], "health_options": options},
+         "environment": faults},
+        {"name": "facts-and-host-facts", "kubegpu.nvidia.nvidia_gpu_facts": {
+            "gather_subset": ["!all", "!min", "distribution", "health"], "health_options": options},
+         "environment": faults},
+        {"name": "no-driver", "kubegpu.nvidia.nvidia_gpu_facts": {"gather_subset": ["health"]},
+         "environment": no_driver},
+        {"name": "without-health", "kubegpu.nvidia.nvidia_gpu_facts": {"health_options": options},
+         "environment": faults, "ignore_errors": True},
+        {"name": "bad-option", "kubegpu.nvidia.nvidia_gpu_facts": {
+            "gather_subset": ["health"], "health_options": {"kernel_log": "dmesg"}},
+         "environment": faults, "ignore_errors": True},
+    ]
+    playbook = tmp / "facts.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    run = ansible_run.run_playbook(playbook, "localhost,", connection="local", timeout=300, cwd=str(tmp),
+                                   env={"ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".cache" / "collections"),
+                                        "ANSIBLE_NOCOLOR": "1"})
+    return run.tasks()
+
+
+def test_the_facts_subset_reads_what_the_module_reads(facts_runs):
+    module = facts_runs["module"]["health"]
+    for name in ("facts", "facts-and-host-facts"):
+        facts = facts_runs[name]["ansible_facts"]
+        assert facts["nvidia_gpu"]["health"] == module, name
+    # the lost GPU 4 of the profile makes the GPU facts fall back from NVML; the health still reads every GPU and
+    # says it (a lost GPU must not read as "no GPU, health unknown")
+    facts = facts_runs["facts"]["ansible_facts"]["nvidia_gpu"]
+    assert facts["source"] != "nvml"
+    assert facts["health"]["severity"] == "unhealthy"
+    assert ("gpu", 4) in [(f["signal"], f["gpu"]) for f in facts["health"]["findings"]]
+    # host facts beside it in the same module run; the health entry is not a host fact subset
+    assert facts_runs["facts-and-host-facts"]["ansible_facts"]["ansible_distribution"]
+    assert "ansible_distribution" not in facts_runs["facts"]["ansible_facts"]
+
+
+def test_no_nvml_means_unknown_not_unhealthy(facts_runs):
+    # no driver loaded (as before the first driver install): not a reason to taint the node
+    facts = facts_runs["no-driver"]["ansible_facts"]["nvidia_gpu"]
+    health = facts["health"]
+    assert health["severity"] == "unknown" and health["findings"] == []
+    if facts["present"]:  # GPUs on the PCI bus
+        assert health["reason"].startswith("NVML cannot be used (")
+    else:
+        assert health["reason"] == "no GPU found"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("without-health", "health_options is only read when gather_subset lists health"),
+    ("bad-option", "health_options: value of kernel_log must be one of: auto, journal, kmsg, file, none, got: dmesg"),
+])
+def test_health_options_refused_in_one_line(facts_runs, name, message):
+    result = facts_runs[name]
+    assert result["failed"] is True and result["msg"] == message and result["error_kind"] == "input"

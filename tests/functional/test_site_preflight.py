@@ -217,3 +217,30 @@ def test_the_labels_play_writes_only_what_the_match_found_to_change(site):
     assert all(res.get("skipped") for res in call["hosts"].values())
     if site.kube.is_test_server:
         assert site.kube.server.request_counts() == {"list": 1}
+
+
+GATE_CALL = "kubegpu.nvidia.gpu_health : Label and taint the GPU nodes by their health"
+
+
+def test_the_health_play_gates_from_the_facts_the_preflight_read(site):
+    # --tags health: the preflight (its one facts run per node reads the health too), then the gate on the control
+    # host; no other play. The node gets its health label, once: the second run writes nothing.
+    site.kube.node(site.gpu_host)
+    inventory = site.inventory(control={"localhost": local()})
+    first = site.run(inventory, None, "--tags", "health")
+    assert first.rc == 0, (first.failures, first.stderr[-2000:])
+    assert "Gate the GPU nodes by their health" in first.plays
+    # the labels play's call is left out by the tag
+    assert not [t for p in first.out["plays"] for t in p["tasks"] if t["task"]["name"] == LABEL_CALL
+                and p["play"]["name"] == "Label and taint the GPU nodes"]
+    (gate,) = [res for p in first.out["plays"] for t in p["tasks"] if t["task"]["name"] == GATE_CALL
+               for res in t["hosts"].values()]
+    # the T4 profile is healthy; this machine's kernel log may not be readable (a degraded finding, not a taint)
+    (node,) = gate["nodes"]
+    assert node["severity"] in ("healthy", "degraded") and node["taint"] == "none"
+    labels = site.kube.core().read_node(site.gpu_host).metadata.labels
+    assert labels["nvidia.com/gpu.health"] == node["severity"]
+    second = site.run(inventory, None, "--tags", "health")
+    assert second.rc == 0 and (GATE_CALL, "localhost") not in second.changed
+    if site.kube.is_test_server:
+        assert not set(site.kube.server.request_counts()) & WRITE_VERBS

@@ -33,7 +33,7 @@ def test_inventory_problem_refuses_what_is_not_groups():
 
 # (ansible_run_tags, ansible_skip_tags) -> whether the run talks to the Kubernetes API. Ansible gives run tags
 # ["all"] without --tags; a --tags run lists what was named. The plays: preflight and facts (always), driver,
-# mig, toolkit/runtime, labels, device_plugin, dcgm_exporter, validation, summary (always).
+# mig, toolkit/runtime, labels, device_plugin, dcgm_exporter, tenants, validation, summary (always).
 @pytest.mark.parametrize("run_tags, skip_tags, uses", [
     (["all"], [], True),
     (None, None, True),
@@ -42,6 +42,8 @@ def test_inventory_problem_refuses_what_is_not_groups():
     (["validation"], [], True),
     (["dcgm_exporter"], [], True),
     (["mig"], [], True),  # the MIG play evicts GPU work and writes nvidia.com/mig.config.state
+    (["tenants"], [], True),  # the tenants play writes namespaces, quotas and RBAC
+    (["facts", "tenants"], [], True),
     (["facts", "labels"], [], True),
     (["driver", "device_plugin"], [], True),
     (["preflight"], [], True),  # asks for the checks
@@ -54,9 +56,12 @@ def test_inventory_problem_refuses_what_is_not_groups():
     (["facts", "driver", "toolkit"], [], False),
     (["summary"], [], False),
     # --skip-tags wins over --tags and over all
-    (["all"], ["mig", "labels", "device_plugin", "dcgm_exporter", "validation"], False),
-    (["all"], ["labels", "device_plugin", "dcgm_exporter", "validation"], True),  # the mig play still runs
-    (["all"], ["labels", "device_plugin", "validation"], True),  # the dcgm_exporter play still runs
+    (["health"], [], True),  # the health gate writes the health label and taint
+    (["driver", "health"], [], True),
+    (["all"], ["health", "mig", "labels", "device_plugin", "dcgm_exporter", "tenants", "validation"], False),
+    (["all"], ["health", "labels", "device_plugin", "dcgm_exporter", "tenants", "validation"], True),  # the mig play
+    (["all"], ["labels", "device_plugin", "validation"], True),  # the health gate, dcgm_exporter and tenants still run
+    (["all"], ["health", "labels", "device_plugin", "dcgm_exporter", "validation"], True),  # the tenants role still runs
     (["all"], ["labels", "device_plugin"], True),
     (["labels"], ["labels"], False),
     (["preflight"], ["preflight"], False),

@@ -3,7 +3,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.kubegpu.nvidia.plugins.filter.site_summary import site_summary, table
+from ansible_collections.kubegpu.nvidia.plugins.filter.site_summary import site_summary, table, tenants as tenant_table
 
 H100 = {"present": True, "count": 8, "driver_version": "535.183.01",
         "devices": [{"name": "NVIDIA H100 80GB HBM3"}] * 8}
@@ -26,7 +26,7 @@ def test_a_gpu_host_row_reads_every_play():
                         validation=validation)
     assert rows == [{"host": "gpu01", "node": "gpu01", "gpus": "8 x NVIDIA H100 80GB HBM3",
                      "driver": "535.183.01", "runtime": "containerd: nvidia", "labels": "set +2 -1, tainted",
-                     "allocatable": "8", "validation": "passed"}]
+                     "allocatable": "8", "validation": "passed", "health": "not read", "health_findings": []}]
 
 
 def test_in_check_mode_labels_say_what_would_be_set():
@@ -48,7 +48,49 @@ def test_a_host_whose_node_has_another_name_shows_both():
 def test_hosts_without_facts_or_gpus(gpu, gpus, validation):
     row = site_summary(["cpu01"], hostvars(cpu01=(gpu, {})))[0]
     assert row == {"host": "cpu01", "node": "cpu01", "gpus": gpus, "driver": "-", "runtime": "-", "labels": "-",
-                   "allocatable": "-", "validation": validation}
+                   "allocatable": "-", "validation": validation, "health": "-", "health_findings": []}
+
+
+ROW_REMAP = {"gpu": 3, "signal": "row_remap", "severity": "unhealthy", "action": "field_diagnostics",
+             "reason": "GPU 3 (00000000:5D:00.0): a row remap failed (no spare row left)"}
+PCIE = {"gpu": 5, "signal": "pcie", "severity": "degraded", "action": "none",
+        "reason": "GPU 5 (00000000:AB:00.0): PCIe link x8 of x16 (Gen3 of Gen5)"}
+SICK = {"severity": "unhealthy", "action": "field_diagnostics", "reason": ROW_REMAP["reason"],
+        "findings": [ROW_REMAP, PCIE]}
+
+
+@pytest.mark.parametrize("health, gate, check_mode, text", [
+    (SICK, [{"name": "gpu01", "taint": "added"}], False,
+     "unhealthy: GPU 3 (00000000:5D:00.0): a row remap failed (no spare row left) (run field diagnostics); tainted"),
+    (SICK, [{"name": "gpu01", "taint": "added"}], True,
+     "unhealthy: GPU 3 (00000000:5D:00.0): a row remap failed (no spare row left) (run field diagnostics); "
+     "would be tainted"),
+    (SICK, None, False,
+     "unhealthy: GPU 3 (00000000:5D:00.0): a row remap failed (no spare row left) (run field diagnostics); "
+     "gate not run"),
+    ({"severity": "healthy", "action": "none", "reason": None, "findings": []}, [{"name": "gpu01", "taint": "removed"}],
+     False, "healthy; untainted"),
+    ({"severity": "degraded", "action": "none", "reason": PCIE["reason"], "findings": [PCIE]}, [], False,
+     "degraded: GPU 5 (00000000:AB:00.0): PCIe link x8 of x16 (Gen3 of Gen5)"),
+    ({"severity": "unhealthy", "action": "reset_gpu", "reason": "GPU 1: ECC", "findings": []},
+     [{"name": "gpu01", "taint": "foreign"}], False, "unhealthy: GPU 1: ECC (reset the GPU); not tainted: foreign taint"),
+    (None, None, False, "not read"),
+])
+def test_health_column_says_the_first_reason_the_action_and_what_the_gate_did(health, gate, check_mode, text):
+    gpu = dict(H100, health=health) if health else H100
+    row = site_summary(["gpu01"], hostvars(gpu01=(gpu, {})), matches={"gpu01": "gpu01"}, health=gate,
+                       check_mode=check_mode)[0]
+    assert row["health"] == text
+    # the JSON summary carries every finding
+    assert row["health_findings"] == ((health or {}).get("findings") or [])
+
+
+def test_health_column_finds_the_gate_result_by_host_without_a_match():
+    # health.yml runs no labels dry run: the gate's own match (its results name the host) is what the row reads
+    gpu = dict(H100, health=SICK)
+    row = site_summary(["gpu01"], hostvars(gpu01=(gpu, {})), health=[{"name": "ip-10-0-3-12", "host": "gpu01",
+                                                                     "taint": "kept"}])[0]
+    assert row["health"].endswith("; tainted")
 
 
 def test_plays_that_did_not_run_say_so():
@@ -114,3 +156,21 @@ def test_table_pads_columns_two_spaces_apart_without_trailing_blanks():
 def test_table_refuses_what_is_not_rows():
     with pytest.raises(AnsibleFilterError, match="list of rows"):
         table("not rows")
+
+
+def test_tenant_table():
+    tenants = [{"namespace": "team-h100", "state": "present", "tier": "gpu-workload", "quota": {"nvidia.com/gpu": 4}},
+               {"namespace": "team-t4", "state": "present", "tier": None,
+                "quota": {"nvidia.com/gpu": 4, "count/resourceclaims.resource.k8s.io": 2}},
+               {"namespace": "old-team", "state": "absent", "tier": None, "quota": {}}]
+    results = [{"namespace": "team-h100", "node": "h100", "passed": True, "quota_used": 1, "quota_hard": 4},
+               {"namespace": "team-t4", "node": "", "passed": False, "reason": "Unschedulable: 0/3 nodes"}]
+    assert tenant_table(tenants, results) == [
+        "TENANT     QUOTA                                                     TIER          VALIDATION",
+        "team-h100  nvidia.com/gpu=4                                          gpu-workload  PASS on h100 (quota used 1 of 4)",
+        "team-t4    count/resourceclaims.resource.k8s.io=2, nvidia.com/gpu=4  -             FAIL: Unschedulable: 0/3 nodes",
+        "old-team   absent                                                    -             not run"]
+    assert tenant_table(tenants[:1], None, True)[1].endswith("gpu-workload  check mode")
+    assert tenant_table([], results) == []
+    with pytest.raises(AnsibleFilterError, match="tenant_table expects the tenant validation results as a list of dicts"):
+        tenant_table(tenants, "team-t4")

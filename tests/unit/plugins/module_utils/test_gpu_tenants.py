@@ -184,6 +184,19 @@ def test_node_allocatable_sums_the_nvidia_resources():
     assert gt.node_allocatable(nodes) == {"nvidia.com/gpu": 9, "nvidia.com/gpu.shared": 4}
 
 
+def test_rows_allocatable_sums_the_device_plugin_roles_capacity_rows():
+    # rows as the gpu_node_capacity filter makes them (k8s_device_plugin_capacity); a row without allocatable
+    # (no node found) adds nothing
+    rows = [{"node": "h100", "expected": {"nvidia.com/gpu": 8}, "allocatable": {"nvidia.com/gpu": 8}},
+            {"node": "t4", "expected": {"nvidia.com/gpu": 4}, "allocatable": {"nvidia.com/gpu": "4"}},
+            {"node": "a100", "allocatable": {"nvidia.com/mig-1g.10gb": 7, "cpu": 64}},
+            {"node": "", "allocatable": {}}]
+    assert gt.rows_allocatable(rows) == {"nvidia.com/gpu": 12, "nvidia.com/mig-1g.10gb": 7}
+    # and the capacity check reads them as it reads the nodes
+    checked, warnings = gt.check_capacity([present(quota={"nvidia.com/gpu": 13})], gt.rows_allocatable(rows[:2]))
+    assert checked == [{"resource": "nvidia.com/gpu", "quota": 13, "allocatable": 12}] and len(warnings) == 1
+
+
 def plan(tenants, namespaces=(), pcs=(), objects=None, tiers=None):
     tenants, tiers, tolerations = check(tenants, tiers)
     objs = {kind: [] for kind in gt.TENANT_KINDS}

@@ -216,6 +216,10 @@ def test_the_host_facts_module_gathers_both(capsys, h100x8):
     ({"gather_subset": []}, "kubegpu.nvidia.nvidia_gpu_facts"),
     ({"gather_subset": ["!all"], "require": True}, "kubegpu.nvidia.nvidia_gpu_host_facts"),
     ({"gather_subset": "all"}, "kubegpu.nvidia.nvidia_gpu_host_facts"),
+    # the GPU health needs no host fact collector
+    ({"gather_subset": ["health"]}, "kubegpu.nvidia.nvidia_gpu_facts"),
+    ({"gather_subset": "health"}, "kubegpu.nvidia.nvidia_gpu_facts"),
+    ({"gather_subset": ["!all", "health"]}, "kubegpu.nvidia.nvidia_gpu_host_facts"),
 ])
 def test_the_action_picks_the_module(args, module):
     assert action.module_for(args) == module
@@ -267,3 +271,29 @@ def test_nvidia_gpu_facts_does_not_carry_the_host_fact_collectors():
     assert "ansible_collections.kubegpu.nvidia.plugins.module_utils.host_facts" not in small
     full = imported_modules(COLLECTION / "plugins" / "modules" / "nvidia_gpu_host_facts.py")
     assert "ansible.module_utils.facts.ansible_collector" in full
+
+
+NVML_GONE = {"signal": "nvml", "severity": "unhealthy", "action": "none", "reason": "NVML driver not loaded"}
+NVML_HANGS = dict(NVML_GONE, action="reboot_node", reason="NVML did not answer within 30 s")
+ECC = {"signal": "ecc", "severity": "unhealthy", "action": "reset_gpu", "gpu": 1, "reason": "GPU 1: 2 ECC"}
+
+
+@pytest.mark.parametrize("facts, health, severity", [
+    # NVML read the GPUs: its verdict stands, whatever source the facts fell back to (a lost GPU)
+    ({"source": "nvml", "present": True}, {"severity": "unhealthy", "gpus": [{}], "findings": [ECC]}, "unhealthy"),
+    ({"source": "pci", "present": True}, {"severity": "unhealthy", "gpus": [{}], "findings": [ECC]}, "unhealthy"),
+    # no driver yet (GPUs on the PCI bus only), or no GPU: unknown, so that no gate taints them
+    ({"source": "pci", "present": True}, {"severity": "unhealthy", "gpus": [], "findings": [NVML_GONE]}, "unknown"),
+    ({"source": "none", "present": False}, {"severity": "unhealthy", "gpus": [], "findings": [NVML_GONE]}, "unknown"),
+    # a driver that hangs is a fault of the node
+    ({"source": "pci", "present": True}, {"severity": "unhealthy", "gpus": [], "findings": [NVML_HANGS]}, "unhealthy"),
+])
+def test_node_health_unknown_only_without_nvml_and_driver(facts, health, severity):
+    health = dict(health, action="x", reason="r")
+    result = gm.node_health(facts, {}, None, read=lambda params, which: health)
+    assert result["severity"] == severity
+    if severity == "unknown":
+        assert result["findings"] == [] and result["action"] == "none"
+        assert result["reason"] == ("no GPU found" if not facts["present"] else
+                                    "NVML cannot be used (NVML driver not loaded; GPU facts from pci): the health is "
+                                    "read once the driver answers")
