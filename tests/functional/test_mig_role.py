@@ -176,8 +176,14 @@ def test_repartition_evicts_only_gpu_work_and_ends_success_then_changes_nothing(
     workload_pod(cluster, "trainer", gpus=1)
     workload_pod(cluster, "web")
     assert pods(cluster) == [("trainer", "Running"), ("web", "Running")]
-    check = run_role(cluster, {}, check=True, diff=True)
+    # --check --diff, the boot unit included: shown, nothing written
+    check = run_role(cluster, {"nvidia_mig_boot_unit": True}, check=True, diff=True)
     assert check.rc == 0, failure(check)
+    unit = [res for _h, name, res in check.events() if name == "Install kubegpu-mig.service"][0]
+    assert unit["changed"] is True
+    assert "ExecStart=/usr/bin/python3 -m ansible_collections.kubegpu.nvidia.plugins.module_utils.mig_boot" in (
+        unit["diff"][0]["after"] if isinstance(unit["diff"], list) else unit["diff"]["after"])
+    assert not os.path.exists("/etc/systemd/system/kubegpu-mig.service")
     planned = [res for _h, name, res in check.events() if name == "Read the GPUs' MIG geometry and plan the change"][0]
     assert planned["changed"] is True and planned["changed_gpus"] == [0, 1, 2, 3]
     assert "3g.20gb x2" in planned["diff"]["before"] and "1g.5gb x2" in planned["diff"]["after"]
