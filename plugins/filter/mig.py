@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters kubegpu.nvidia.mig_decide, kubegpu.nvidia.mig_state_patch, kubegpu.nvidia.mig_reboot_blockers and
-kubegpu.nvidia.mig_resources_missing: the
+"""Filters kubegpu.nvidia.mig_decide, kubegpu.nvidia.mig_state_patch, kubegpu.nvidia.mig_reboot_blockers,
+kubegpu.nvidia.mig_resources_missing and kubegpu.nvidia.mig_advertised: the
 decisions of the role nvidia_mig (module_utils/mig_role.py)."""
 
 from __future__ import absolute_import, division, print_function
@@ -52,9 +52,16 @@ def mig_resources_missing(expected, allocatable):
     return mig_role.resources_missing(expected, allocatable)
 
 
+def mig_advertised(node):
+    """Whether the node advertises nvidia.com/mig-* resources (the device plugin's mixed strategy runs there)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+
+    return mig_role.advertises_mig(node if isinstance(node, dict) else {})
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
         return {"mig_decide": mig_decide, "mig_state_patch": mig_state_patch, "mig_reboot_blockers": mig_reboot_blockers,
-                "mig_resources_missing": mig_resources_missing}
+                "mig_resources_missing": mig_resources_missing, "mig_advertised": mig_advertised}

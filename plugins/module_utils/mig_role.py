@@ -101,3 +101,11 @@ def resources_missing(expected, allocatable):
         if have != str(expected[name]):
             missing.append("%s: %s advertised, %s expected" % (name, have, expected[name]))
     return missing
+
+
+def advertises_mig(node):
+    """Whether the node (as read before the change) advertises ``nvidia.com/mig-*`` resources: a device plugin with
+    the ``mixed`` strategy runs there, so the role can wait for the new counts. On a new cluster the device plugin
+    comes later in the site run (its play checks what each node advertises)."""
+    status = (node or {}).get("status") or {}
+    return any(name.startswith("nvidia.com/mig-") for name in (status.get("allocatable") or {}))

@@ -209,3 +209,40 @@ def test_repartition_evicts_only_gpu_work_and_ends_success_then_changes_nothing(
     assert "Evict the node's work and stop its GPU daemons" not in ran and "Apply the MIG config" not in ran
     assert not any(res.get("changed") for _h, _n, res in again.events())
     assert writes(cluster) == count
+
+
+def test_repartition_waits_for_the_new_mig_resources_the_node_advertises(node, kube):
+    """With a device plugin of strategy mixed on the node (the kubelet stand-in advertises what the node's fake NVML
+    state holds, annotation kubegpu.io/simulated-nvml), the role waits until the new counts are advertised."""
+    cluster = node("a100x4-mig", {"nvidia.com/mig.config": "all-balanced", "nvidia.com/device-plugin.config": "mixed"})
+    core = cluster["core"]
+    core.patch_node(NODE, {"metadata": {"annotations": {
+        "kubegpu.io/simulated-gpus": "4",
+        "kubegpu.io/simulated-nvml": json.dumps({"config": cluster["env"]["FAKENVML_CONFIG"],
+                                                 "state": cluster["env"]["FAKENVML_STATE"]})}}})
+    ns = cluster["ns"]
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "configs"}, "data": {
+        "mixed": "version: v1\nflags:\n  migStrategy: mixed\n"}})
+    spec = {"containers": [
+        {"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"},
+        {"name": "config-manager", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+         "env": [{"name": "NODE_LABEL", "value": "nvidia.com/device-plugin.config"},
+                 {"name": "DEFAULT_CONFIG", "value": "mixed"}]}],
+        "volumes": [{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}},
+                    {"name": "available-configs", "configMap": {"name": "configs"}}]}
+    kube.apps().create_namespaced_daemon_set(ns, {"metadata": {"name": "nvidia-device-plugin"}, "spec": {
+        "selector": {"matchLabels": {"app": "nvidia-device-plugin"}},
+        "template": {"metadata": {"labels": {"app": "nvidia-device-plugin"}}, "spec": spec}}})
+    allocatable = core.read_node(NODE).status.allocatable or {}
+    assert allocatable.get("nvidia.com/mig-3g.20gb") == "2"  # the profile's own layout: GPU 0 3g.20gb x2
+
+    run = run_role(cluster, {"nvidia_mig_wait_resources": True, "nvidia_mig_poll_delay": 1,
+                             "nvidia_mig_ready_timeout": 30})
+    assert run.rc == 0, failure(run)
+    waited = [res for _h, name, res in run.events() if name == "Wait for the node to advertise its MIG devices"][0]
+    assert not waited.get("skipped"), waited
+    allocatable = core.read_node(NODE).status.allocatable
+    assert {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/mig-")} == {
+        "nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4", "nvidia.com/mig-3g.20gb": "4"}
+    labels, _annotations, cordoned, _taints = meta(cluster)
+    assert labels[STATE] == "success" and not cordoned

@@ -124,3 +124,13 @@ def test_boot_files_of_the_role_are_what_the_boot_entry_imports():
                 assert set(used) <= set(mig_boot.MODULE_UTILS), (name, used)
             if isinstance(node, ast.Import):
                 assert not any(a.name.startswith("ansible") for a in node.names), name
+
+
+@pytest.mark.parametrize("the_node, waits", [
+    ({"status": {"allocatable": {"nvidia.com/mig-3g.20gb": "2", "nvidia.com/gpu": "3"}}}, True),
+    ({"status": {"allocatable": {"nvidia.com/gpu": "4"}}}, False),  # strategy none/single: nothing to wait for
+    ({"status": {}}, False),  # no device plugin yet (a new cluster: its play comes later)
+    ({}, False),
+])
+def test_advertises_mig(the_node, waits):
+    assert mig_role.advertises_mig(the_node) is waits
