@@ -129,3 +129,51 @@ def test_a_relabelled_node_follows_its_new_config(kube, plugin):
     assert advertised(plugin, name) == {"nvidia.com/gpu": "2"}
     plugin.patch_node(name, {"metadata": {"labels": {LABEL: "ts-rename"}}})
     assert advertised(plugin, name) == {"nvidia.com/gpu.shared": "8"}
+
+
+# ------------------------------------------------------------------ the MIG layout from the node's fake NVML
+NVML = "kubegpu.io/simulated-nvml"
+
+
+@pytest.fixture(scope="module")
+def fakenvml_lib():
+    import pathlib  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run([str(root / "scripts" / "build-fakenvml.sh")], check=True, capture_output=True, text=True)
+    return pathlib.Path(out.stdout.strip().splitlines()[-1]) / "full"
+
+
+def test_mig_resources_follow_the_nodes_nvml_state(kube, plugin, fakenvml_lib, tmp_path):
+    """The node's MIG devices come from its fake NVML (profile + state file), as a real device plugin reads them
+    from NVML: a MIG change made through NVML (here the boot-time apply, module_utils/mig_boot.py, over the real
+    pynvml) shows up in allocatable once the node is reconciled again."""
+    import os  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    from fakenvml.profile import PROFILES  # pylint: disable=import-outside-toplevel
+
+    profile, state = PROFILES / "a100x4-mig.conf", tmp_path / "node.state"
+    name = kube.node(labels={LABEL: "mixed"}, annotations={
+        SIMULATED: "4", NVML: json.dumps({"config": str(profile), "state": str(state)})})
+    # no state written yet: the profile's own layout (GPU 0: 3g.20gb x2, the other three MIG-enabled and empty)
+    assert advertised(plugin, name) == {"nvidia.com/mig-3g.20gb": "2"}
+    declaration = tmp_path / "mig.yaml"
+    declaration.write_text(json.dumps({"config": "all-balanced"}))
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fakenvml_lib), FAKENVML_CONFIG=str(profile), FAKENVML_STATE=str(state),
+               PYTHONPATH=os.pathsep.join(sys.path))
+    applied = subprocess.run([sys.executable, "-m", "ansible_collections.kubegpu.nvidia.plugins.module_utils.mig_boot",
+                              str(declaration)], env=env, capture_output=True, text=True, timeout=120)
+    assert applied.returncode == 0, applied.stderr
+    plugin.patch_node(name, {"metadata": {"labels": {"example.com/touched": "1"}}})
+    assert advertised(plugin, name) == {"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4",
+                                        "nvidia.com/mig-3g.20gb": "4"}
+
+
+def test_a_node_whose_nvml_files_cannot_be_read_falls_back_to_its_declared_layout(kube, plugin, tmp_path):
+    name = kube.node(labels={LABEL: "mixed"}, annotations={
+        SIMULATED: "2", MIG: json.dumps(UNIFORM),
+        NVML: json.dumps({"config": str(tmp_path / "absent.conf"), "state": str(tmp_path / "absent.state")})})
+    assert advertised(plugin, name) == {"nvidia.com/mig-1g.10gb": "14"}

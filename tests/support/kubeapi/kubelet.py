@@ -11,7 +11,8 @@ to any other resource makes the next run look at every node.
 * Device plugin: a node annotated `kubegpu.io/simulated-gpus: "<n>"` that runs a ready
   device plugin pod advertises what the real plugin would under the config its config label picks:
   `nvidia.com/gpu` (or `nvidia.com/gpu.shared` with renameByDefault) = n x replicas, and with the MIG
-  layout of `kubegpu.io/simulated-mig-devices` the MIG strategy's resources (`single`: the MIG devices
+  layout of its fake NVML (`kubegpu.io/simulated-nvml`: profile and MIG state file, as a real plugin reads NVML) or
+  of `kubegpu.io/simulated-mig-devices` the MIG strategy's resources (`single`: the MIG devices
   as `nvidia.com/gpu`, `mixed`: `nvidia.com/mig-<profile>`); a config the plugin refuses leaves the
   plugin pod not ready and the node without GPUs.
 * Scheduler and kubelet: pods are placed (nodeSelector, node affinity, taints,
@@ -42,6 +43,8 @@ QUOTAS = BY_PATH[("", "v1", "resourcequotas")]
 GPU = "nvidia.com/gpu"
 # JSON list, one entry per simulated GPU: null (MIG off) or the profiles of its MIG devices (MIG on)
 SIMULATED_MIG = "kubegpu.io/simulated-mig-devices"
+# JSON {"config": <fake NVML profile>, "state": <its MIG state file>}: the MIG layout is what that fake NVML holds
+SIMULATED_NVML = "kubegpu.io/simulated-nvml"
 LOG_ANNOTATION = "kubegpu.io/simulated-log"
 EXIT_ANNOTATION = "kubegpu.io/simulated-exit-code"
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -304,8 +307,60 @@ def plugin_resources(config, gpus, layout):
     return advertised
 
 
+def _nvml_names(pci_device_id):
+    """{NVML profile info id: profile name} of a GPU model (tests/support/mig_profiles.py), {} for another."""
+    import mig_profiles  # pylint: disable=import-outside-toplevel
+
+    for spec in mig_profiles.MODELS.values():
+        if spec["pci_device_id"] == pci_device_id:
+            return dict((item["id"], name) for name, item in spec["profiles"].items())
+    return {}
+
+
+def nvml_layout(node, gpus):
+    """The node's MIG layout as its fake NVML holds it (annotation kubegpu.io/simulated-nvml: the JSON
+    ``{"config": profile, "state": state file}`` of tests/support/fakenvml), as the device plugin reads it from NVML
+    on a real node: a GPU with MIG mode on (current, not pending) has the MIG devices of its GPU instances (the
+    state file's ``mode`` and ``gi`` lines, fakenvml.c mig_save); before the fake has written a state, the profile's
+    ``mig_mode`` and ``mig_devices``. None without the annotation or when the files cannot be read."""
+    raw = (node["metadata"].get("annotations") or {}).get(SIMULATED_NVML)
+    if raw is None:
+        return None
+    try:
+        paths = json.loads(raw)
+        from fakenvml.profile import load_profile  # pylint: disable=import-outside-toplevel
+
+        profile = load_profile(paths["config"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    layout = [list(g.get("mig_devices") or []) if g.get("mig_mode") else None for g in profile["gpus"]]
+    try:
+        with open(paths.get("state") or "", encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, TypeError):
+        lines = None
+    if lines is not None:
+        layout = [None] * len(profile["gpus"])
+        for line in lines:
+            key, _sep, value = line.partition(" = ")
+            fields = value.split()
+            if key == "mode" and len(fields) == 4 and int(fields[0]) < len(layout) and fields[2] == "1":
+                layout[int(fields[0])] = []
+            elif key == "gi" and len(fields) == 5 and int(fields[0]) < len(layout) and layout[int(fields[0])] is not None:
+                index = int(fields[0])
+                name = _nvml_names(profile["gpus"][index]["pci_device_id"]).get(int(fields[2]))
+                if name:
+                    layout[index].append(name)
+    layout = layout[:gpus]
+    return layout + [None] * (gpus - len(layout))
+
+
 def node_layout(node, gpus):
-    """The node's MIG layout from the annotation kubegpu.io/simulated-mig-devices (all MIG off without it)."""
+    """The node's MIG layout: from its fake NVML (``nvml_layout``, annotation kubegpu.io/simulated-nvml) when
+    annotated so, else from the annotation kubegpu.io/simulated-mig-devices (all MIG off without either)."""
+    from_nvml = nvml_layout(node, gpus)
+    if from_nvml is not None:
+        return from_nvml
     raw = (node["metadata"].get("annotations") or {}).get(SIMULATED_MIG)
     if raw is None:
         return [None] * gpus

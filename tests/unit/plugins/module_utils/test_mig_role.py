@@ -1,0 +1,136 @@
+"""plugins/module_utils/mig_role.py: which MIG config a node must have, and how its state is recorded.
+
+The label contract is the GPU Operator's MIG manager's (NVIDIA/mig-parted ``pkg/mig/reconfigure/reconfigure.go``:
+desired config in ``nvidia.com/mig.config``, progress in ``nvidia.com/mig.config.state``).
+"""
+from __future__ import absolute_import, division, print_function
+
+import pytest
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
+OWN = {"version": "v1", "mig-configs": {"two-3g": [{"devices": "all", "mig-enabled": True,
+                                                      "mig-devices": {"3g.20gb": 2}}]}}
+
+
+def node(**labels):
+    return {"metadata": {"name": "a100", "labels": labels}}
+
+
+@pytest.mark.parametrize("the_node, config, user, expected", [
+    # the label wins over the inventory
+    (node(**{"nvidia.com/mig.config": "all-1g.5gb"}), "all-balanced", None,
+     {"config": "all-1g.5gb", "source": "label", "problem": "", "state": ""}),
+    # the inventory is the default of a node without the label
+    (node(), "all-balanced", None, {"config": "all-balanced", "source": "variable", "problem": "", "state": ""}),
+    # a node record (k8s_gpu_node's nodes) has the labels at the top
+    ({"name": "a100", "labels": {"nvidia.com/mig.config": "all-disabled", "nvidia.com/mig.config.state": "success"}},
+     "", None, {"config": "all-disabled", "source": "label", "problem": "", "state": "success"}),
+    # neither: the node is left alone
+    (node(), "", None, {"config": None, "source": "none", "problem": "", "state": ""}),
+    (node(**{"nvidia.com/mig.config": ""}), None, None, {"config": None, "source": "none", "problem": "", "state": ""}),
+    # the user's config by name
+    (node(**{"nvidia.com/mig.config": "two-3g"}), "", OWN,
+     {"config": "two-3g", "source": "label", "problem": "", "state": ""}),
+])
+def test_decide(the_node, config, user, expected):
+    assert mig_role.decide(the_node, config, user) == expected
+
+
+@pytest.mark.parametrize("the_node, config, user, problem", [
+    (node(**{"nvidia.com/mig.config": "all-balancd"}), "all-balanced", None,
+     "the node's label nvidia.com/mig.config=all-balancd: MIG config 'all-balancd' does not exist (did you mean "
+     "'all-balanced'?)"),
+    (node(), "two-3g", None, "nvidia_mig_config=two-3g: MIG config 'two-3g' does not exist"),
+    (node(), "all-balanced", {"version": "v2", "mig-configs": {}}, "nvidia_mig_configs"),
+])
+def test_decide_names_the_problem_in_one_line(the_node, config, user, problem):
+    result = mig_role.decide(the_node, config, user)
+    assert problem in result["problem"] and "\n" not in result["problem"]
+
+
+def test_decide_refuses_a_config_that_is_not_a_name():
+    with pytest.raises(InputError, match="nvidia_mig_config must be the name of a MIG config, not list"):
+        mig_role.decide(node(), ["all-balanced"])
+
+
+@pytest.mark.parametrize("state, reason, expected", [
+    ("failed", "GPU 1 busy:\n  4242 python3", {"metadata": {
+        "labels": {"nvidia.com/mig.config.state": "failed"},
+        "annotations": {"kubegpu.nvidia/mig.config.reason": "GPU 1 busy: 4242 python3"}}}),
+    # the other states clear an earlier reason
+    ("success", "ignored", {"metadata": {"labels": {"nvidia.com/mig.config.state": "success"},
+                                         "annotations": {"kubegpu.nvidia/mig.config.reason": None}}}),
+    ("pending", "", {"metadata": {"labels": {"nvidia.com/mig.config.state": "pending"},
+                                  "annotations": {"kubegpu.nvidia/mig.config.reason": None}}}),
+])
+def test_state_patch(state, reason, expected):
+    assert mig_role.state_patch(state, reason) == expected
+
+
+def test_state_patch_refuses_an_unknown_state():
+    with pytest.raises(InputError, match="MIG config state must be one of pending, rebooting, success, failed"):
+        mig_role.state_patch("done")
+
+
+# the rules of roles/nvidia_driver (vars/main.yml _nvidia_driver_reboot_blocker), one line each
+@pytest.mark.parametrize("allowed, local, container, blockers", [
+    (True, False, "", []),
+    (False, False, "", ["nvidia_mig_reboot is false"]),
+    (True, True, "", ["Ansible runs on the node itself (local connection)"]),
+    (True, False, "docker", ["the node is a container (docker)"]),
+    (False, True, "podman", ["the node is a container (podman)", "Ansible runs on the node itself (local connection)",
+                             "nvidia_mig_reboot is false"]),
+])
+def test_reboot_blockers(allowed, local, container, blockers):
+    assert mig_role.reboot_blockers(allowed, local, container) == blockers
+
+
+@pytest.mark.parametrize("allocatable, missing", [
+    ({"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4", "nvidia.com/mig-3g.20gb": "4", "cpu": "8"}, []),
+    ({"nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4"}, ["nvidia.com/mig-3g.20gb: 0 advertised, 4 expected"]),
+    # the daemons paused: nothing advertised yet
+    ({"nvidia.com/mig-1g.5gb": "0"}, ["nvidia.com/mig-1g.5gb: 0 advertised, 8 expected",
+                                      "nvidia.com/mig-2g.10gb: 0 advertised, 4 expected",
+                                      "nvidia.com/mig-3g.20gb: 0 advertised, 4 expected"]),
+])
+def test_resources_missing(allocatable, missing):
+    expected = {"nvidia.com/mig-1g.5gb": 8, "nvidia.com/mig-2g.10gb": 4, "nvidia.com/mig-3g.20gb": 4,
+                "nvidia.com/gpu": 0}
+    assert mig_role.resources_missing(expected, allocatable) == missing
+
+
+def test_boot_files_of_the_role_are_what_the_boot_entry_imports():
+    """The role copies module_utils/mig_boot.py MODULE_UTILS; each of them imports only those (and the stdlib,
+    yaml, pynvml), so the copy under /usr/local/lib/kubegpu runs on its own."""
+    import ast
+    import pathlib
+
+    import yaml
+
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_boot
+
+    root = pathlib.Path(mig_boot.__file__).parent
+    role_vars = yaml.safe_load((root.parents[1] / "roles" / "nvidia_mig" / "vars" / "main.yml").read_text())
+    assert sorted(role_vars["_nvidia_mig_boot_files"]) == sorted(mig_boot.MODULE_UTILS)
+    prefix = "ansible_collections.kubegpu.nvidia.plugins.module_utils"
+    for name in mig_boot.MODULE_UTILS:
+        tree = ast.parse((root / ("%s.py" % name)).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ansible"):
+                used = [node.module[len(prefix) + 1:]] if node.module != prefix else [a.name for a in node.names]
+                assert node.module.startswith(prefix), (name, node.module)
+                assert set(used) <= set(mig_boot.MODULE_UTILS), (name, used)
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("ansible") for a in node.names), name
+
+
+@pytest.mark.parametrize("the_node, waits", [
+    ({"status": {"allocatable": {"nvidia.com/mig-3g.20gb": "2", "nvidia.com/gpu": "3"}}}, True),
+    ({"status": {"allocatable": {"nvidia.com/gpu": "4"}}}, False),  # strategy none/single: nothing to wait for
+    ({"status": {}}, False),  # no device plugin yet (a new cluster: its play comes later)
+    ({}, False),
+])
+def test_advertises_mig(the_node, waits):
+    assert mig_role.advertises_mig(the_node) is waits
