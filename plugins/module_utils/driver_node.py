@@ -143,3 +143,27 @@ def gather(module, params=None):
         mok=driver_state.mok_state(params["mok_certificate"], efivars),
         files=read_files(params["read_files"]),
     )
+
+
+def state_for(state, options):
+    """The driver state ``state`` (``nvidia_gpu_facts``' ``nvidia_gpu.driver_state``, with the ``options`` it was
+    read with) without its ``options``, when it answers a read with ``options``; else None (read the node).
+
+    It answers when it was read from the same EFI variables and MOK certificate, its files and offered versions
+    include the ones asked for, and each package asked for was reported: named in its ``packages``, or a name of
+    the driver stack, which every read reports.
+    """
+    if not isinstance(state, dict) or not isinstance(state.get("options"), dict):
+        return None
+    try:
+        wanted = check_params(options)
+        have = check_params(state["options"])
+    except InputError:
+        return None
+    if wanted["efivars_dir"] != have["efivars_dir"] or wanted["mok_certificate"] != have["mok_certificate"]:
+        return None
+    if not set(wanted["read_files"]) <= set(have["read_files"]) or not set(wanted["available"]) <= set(have["available"]):
+        return None
+    if [name for name in wanted["packages"] if name not in have["packages"] and not pkgs.is_stack_name(name)]:
+        return None
+    return dict((key, value) for key, value in state.items() if key != "options")
