@@ -56,7 +56,12 @@ options:
     description: The EFI variable file system. Tests point it at a fake directory.
     type: path
     default: /sys/firmware/efi/efivars
+seealso:
+  - module: kubegpu.nvidia.nvidia_gpu_facts
+    description: Makes the same read in its own module run with C(driver) in its C(gather_subset).
 notes:
+  - M(kubegpu.nvidia.nvidia_gpu_facts) with C(driver) in its C(gather_subset) returns this module's result as
+    C(ansible_facts.nvidia_gpu.driver_state) (options O(packages) and so on as its C(driver_options)).
   - The kernel that boots next is the one GRUB's default entry starts on Debian and Ubuntu when the default is the
     newest kernel; a GRUB_DEFAULT that names another entry is not followed.
 """
