@@ -21,15 +21,17 @@ from ansible.utils.vars import merge_hash
 
 FACTS_MODULE = "kubegpu.nvidia.nvidia_gpu_facts"
 HOST_FACTS_MODULE = "kubegpu.nvidia.nvidia_gpu_host_facts"
+# the entries of gather_subset the small module reads itself (gpu_discovery_module.NODE_SUBSETS)
+NODE_SUBSETS = ("health", "driver")
 
 
 def module_for(args):
-    """The module that serves the task arguments ``args``: host facts need the collectors; the GPU health
-    (``gather_subset: [health]``) does not."""
+    """The module that serves the task arguments ``args``: host facts need the collectors; the GPU health and the
+    driver state (``gather_subset: [health, driver]``) do not."""
     subsets = args.get("gather_subset") or []
     if isinstance(subsets, str):
         subsets = subsets.split(",")
-    return HOST_FACTS_MODULE if [s for s in subsets if str(s).strip() not in ("", "health")] else FACTS_MODULE
+    return HOST_FACTS_MODULE if [s for s in subsets if str(s).strip() not in ("",) + NODE_SUBSETS] else FACTS_MODULE
 
 
 class ActionModule(ActionBase):

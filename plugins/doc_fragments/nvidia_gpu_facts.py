@@ -80,6 +80,11 @@ options:
         facts come from NVML; otherwise (no GPU, no driver yet) its C(severity) is V(unknown) with the reason,
         and the health gate (role C(kubegpu.nvidia.gpu_health)) leaves that node as it is. V(health) alone
         needs no host fact collector.
+      - The entry V(driver) is not a host fact subset either; it adds the node's driver state as
+        C(ansible_facts.nvidia_gpu.driver_state), what M(kubegpu.nvidia.nvidia_driver_info) returns (the same
+        code, in the same module run) for the options O(driver_options), and under C(options) the options it was
+        read with (the role C(kubegpu.nvidia.nvidia_driver) uses this state instead of reading the node again
+        when these are the options it reads with). V(driver) needs no host fact collector.
     type: list
     elements: str
     default: []
@@ -90,6 +95,15 @@ options:
         C(thresholds), C(nvml_timeout), C(command_timeout)); unset ones keep that module's defaults
         (C(nvml_timeout) this module's O(nvml_timeout)).
       - A bad option fails the task with one line before anything is read; set without V(health) in
+        O(gather_subset), it is refused.
+    type: dict
+    default: {}
+  driver_options:
+    description:
+      - With V(driver) in O(gather_subset), the options of the driver state read, as
+        M(kubegpu.nvidia.nvidia_driver_info) takes them (C(packages), C(available), C(mok_certificate),
+        C(read_files), C(efivars_dir)); unset ones keep that module's defaults.
+      - A bad option fails the task with one line before anything is read; set without V(driver) in
         O(gather_subset), it is refused.
     type: dict
     default: {}

@@ -2,7 +2,7 @@
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The driver role's decisions as filters: nvidia_driver_plan, nvidia_driver_resolve, nvidia_driver_hold_check,
-nvidia_driver_loaded and nvidia_driver_summary."""
+nvidia_driver_loaded, nvidia_driver_summary and nvidia_driver_state_from_facts."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -50,6 +50,20 @@ def nvidia_driver_summary(version, plan, state=None, reboot_pending=False, check
                                check_next_kernel=check_next_kernel, held=held)
 
 
+def nvidia_driver_state_from_facts(state, options):
+    """The driver state the facts hold (``nvidia_gpu.driver_state``) when it answers a read with ``options``, else
+    None: the role then reads the node itself."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_node
+
+    if state is not None and not isinstance(state, dict):
+        raise AnsibleFilterError("nvidia_driver_state_from_facts expects the driver state (a dict), got %s"
+                                 % type(state).__name__)
+    if not isinstance(options, dict):
+        raise AnsibleFilterError("nvidia_driver_state_from_facts expects the read's options as a dict, got %s"
+                                 % type(options).__name__)
+    return driver_node.state_for(state, options)
+
+
 def nvidia_driver_resolve(available, names, branch, version=None):
     """``{"version", "error"}``: the one version every package of ``names`` is installed at."""
     from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_plan
@@ -76,4 +90,5 @@ class FilterModule:
     def filters(self):
         return {"nvidia_driver_hold_check": nvidia_driver_hold_check,
                 "nvidia_driver_loaded": nvidia_driver_loaded, "nvidia_driver_plan": nvidia_driver_plan,
-                "nvidia_driver_resolve": nvidia_driver_resolve, "nvidia_driver_summary": nvidia_driver_summary}
+                "nvidia_driver_resolve": nvidia_driver_resolve, "nvidia_driver_summary": nvidia_driver_summary,
+                "nvidia_driver_state_from_facts": nvidia_driver_state_from_facts}

@@ -19,6 +19,7 @@ import functools
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_node
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, KubegpuError
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
     MIG_STRATEGIES,
@@ -41,18 +42,25 @@ ARGUMENT_SPEC = dict(
     gather_subset=dict(type="list", elements="str", default=[]),
     gather_timeout=dict(type="int", default=10),
     health_options=dict(type="dict", default={}),
+    driver_options=dict(type="dict", default={}),
 )
 # the gather_subset entry that adds the GPU health (nvidia_gpu_health's read) to the facts, as nvidia_gpu.health
 HEALTH_SUBSET = "health"
+# the gather_subset entry that adds the driver state (nvidia_driver_info's read) as nvidia_gpu.driver_state
+DRIVER_SUBSET = "driver"
+# the entries of gather_subset this collection reads itself (no host fact collector needed)
+NODE_SUBSETS = (HEALTH_SUBSET, DRIVER_SUBSET)
 
 
-def split_subset(gather_subset):
-    """``(host subsets, health)``: the entries of ``gather_subset`` for Ansible's host fact collectors, and whether
-    it asks for the GPU health (``health``). A string is split at commas, as ``setup`` does."""
+def split_subsets(gather_subset):
+    """``(host subsets, node subsets)``: the entries of ``gather_subset`` for Ansible's host fact collectors, and
+    the set of this collection's own reads it asks for (``NODE_SUBSETS``). A string is split at commas, as
+    ``setup`` does."""
     if isinstance(gather_subset, str):
         gather_subset = gather_subset.split(",")
     subsets = [str(entry).strip() for entry in gather_subset or []]
-    return [entry for entry in subsets if entry and entry != HEALTH_SUBSET], HEALTH_SUBSET in subsets
+    return ([entry for entry in subsets if entry and entry not in NODE_SUBSETS],
+            set(entry for entry in subsets if entry in NODE_SUBSETS))
 
 
 class FactsModule(AnsibleModule):
@@ -90,6 +98,13 @@ def node_health(facts, health_params, which, read=read_node_health):
     return dict(health, severity="unknown", action="none", reason=reason, findings=[])
 
 
+def node_driver_state(module, driver_params):
+    """``nvidia_gpu.driver_state``: what ``nvidia_driver_info`` returns for ``driver_params`` (the same read),
+    with ``options``, the options it was read with, so that a role reading with other options knows this state
+    does not answer it."""
+    return dict(driver_node.gather(module, driver_params), options=driver_params)
+
+
 def _check_timeouts(params):
     for name in ("command_timeout", "nvml_timeout", "gather_timeout"):
         if params[name] < 1:
@@ -108,12 +123,18 @@ def gather(module, host_facts=None):
         raise InputError(error)
     _check_timeouts(params)
 
-    host_subsets, want_health = split_subset(params["gather_subset"])
+    host_subsets, node_subsets = split_subsets(params["gather_subset"])
+    want_health = HEALTH_SUBSET in node_subsets
     health_params = None
     if want_health:
         health_params = check_params(params["health_options"], nvml_timeout=params["nvml_timeout"])
     elif params["health_options"]:
         raise InputError("health_options is only read when gather_subset lists %s" % HEALTH_SUBSET)
+    driver_params = None
+    if DRIVER_SUBSET in node_subsets:
+        driver_params = driver_node.check_params(params["driver_options"])
+    elif params["driver_options"]:
+        raise InputError("driver_options is only read when gather_subset lists %s" % DRIVER_SUBSET)
 
     ansible_facts = {}
     if host_subsets:
@@ -141,5 +162,7 @@ def gather(module, host_facts=None):
                                ansible_facts={"nvidia_gpu": found.facts})
     if want_health:
         found.facts["health"] = node_health(found.facts, health_params, module.get_bin_path)
+    if driver_params is not None:
+        found.facts["driver_state"] = node_driver_state(module, driver_params)
     ansible_facts["nvidia_gpu"] = found.facts
     return dict(changed=False, ansible_facts=ansible_facts)

@@ -56,7 +56,12 @@ options:
     description: The EFI variable file system. Tests point it at a fake directory.
     type: path
     default: /sys/firmware/efi/efivars
+seealso:
+  - module: kubegpu.nvidia.nvidia_gpu_facts
+    description: Makes the same read in its own module run with C(driver) in its C(gather_subset).
 notes:
+  - M(kubegpu.nvidia.nvidia_gpu_facts) with C(driver) in its C(gather_subset) returns this module's result as
+    C(ansible_facts.nvidia_gpu.driver_state) (options O(packages) and so on as its C(driver_options)).
   - The kernel that boots next is the one GRUB's default entry starts on Debian and Ubuntu when the default is the
     newest kernel; a GRUB_DEFAULT that names another entry is not followed.
 """
@@ -136,128 +141,18 @@ files:
   returned: always
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_packages as pkgs
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_state
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import KubegpuError, run_module
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.secure_boot import efivars_state
-
-MAX_FILE = 65536
-
-
-def _run(module, argv):
-    rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"})
-    return rc, out, err
-
-
-def last_line(rc, out, err):
-    """The last line a failed command printed (its error, usually), or its return code."""
-    lines = (err or out or "").strip().splitlines()
-    return lines[-1].strip() if lines else "rc %d" % rc
-
-
-def read_packages(module, family):
-    """(installed, held, hold_tool) for the package manager ``family``."""
-    rc, out, err = _run(module, pkgs.installed_argv(family))
-    if rc != 0:
-        raise KubegpuError("listing the installed packages failed (%s): %s" % (
-            " ".join(pkgs.installed_argv(family)[:2]), last_line(rc, out, err)))
-    wanted = set(module.params["packages"])
-    installed = dict((name, version) for name, version in pkgs.parse_installed(out).items()
-                     if name in wanted or pkgs.is_stack_name(name))
-    rc, out, err = _run(module, pkgs.held_argv(family))
-    hold_tool = rc == 0
-    held = [name for name in pkgs.parse_held(family, out) if name in installed] if hold_tool else []
-    return installed, held, hold_tool
-
-
-def read_available(module, family, names):
-    if not names:
-        return {}
-    rc, out, err = _run(module, pkgs.available_argv(family, names))
-    if rc != 0 and not out:
-        raise KubegpuError("listing the versions the repositories offer of %s failed: %s" % (
-            ", ".join(names), last_line(rc, out, err)))
-    return pkgs.parse_available(family, out)
-
-
-def read_kernels(module):
-    running = os.uname()[2]
-    grubby = module.get_bin_path("grubby")
-    default = None
-    if grubby:
-        rc, out, _err = _run(module, [grubby, "--default-kernel"])
-        default = out.strip() if rc == 0 else None
-    nxt, how = driver_state.next_kernel(running, grubby_default=default)
-    dkms = None
-    dkms_bin = module.get_bin_path("dkms")
-    if dkms_bin:
-        rc, out, _err = _run(module, [dkms_bin, "status"])
-        dkms = driver_state.parse_dkms_status(out) if rc == 0 else {}
-    modules = {}
-    for kernel in sorted(set([running, nxt])):
-        modules[kernel] = driver_state.kernel_module(kernel, dkms)
-    return ({"running": running, "next": nxt, "next_source": how, "installed": driver_state.installed_kernels(),
-             "dkms": dkms is not None}, modules)
-
-
-def read_files(paths):
-    found = {}
-    for path in paths:
-        try:
-            with open(path, "rb") as handle:
-                found[path] = handle.read(MAX_FILE).decode("utf-8", "replace")
-        except (IOError, OSError):
-            found[path] = None
-    return found
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_node
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import run_module
 
 
 def gather(module):
-    params = module.params
-    family = None
-    if module.get_bin_path("dpkg-query"):
-        family = pkgs.APT
-    elif module.get_bin_path("rpm") and module.get_bin_path("dnf"):
-        family = pkgs.DNF
-    installed, held, hold_tool, available = {}, [], False, {}
-    if family:
-        installed, held, hold_tool = read_packages(module, family)
-        available = read_available(module, family, params["available"])
-    kernel, modules = read_kernels(module)
-    efivars = params["efivars_dir"]
-    secure_boot, warnings = efivars_state(efivars)
-    for warning in warnings:
-        module.warn(warning)
-    return dict(
-        changed=False,
-        package_manager=family,
-        installed=installed,
-        held=held,
-        hold_tool=hold_tool,
-        available=available,
-        kernel=kernel,
-        modules=modules,
-        loaded=driver_state.loaded_module(),
-        secure_boot=secure_boot,
-        mok=driver_state.mok_state(params["mok_certificate"], efivars),
-        files=read_files(params["read_files"]),
-    )
+    return dict(driver_node.gather(module), changed=False)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            packages=dict(type="list", elements="str", default=[]),
-            available=dict(type="list", elements="str", default=[]),
-            mok_certificate=dict(type="path", default="/var/lib/dkms/mok.pub"),
-            read_files=dict(type="list", elements="path", default=[]),
-            efivars_dir=dict(type="path", default=driver_state.EFIVARS),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=driver_node.ARGUMENT_SPEC, supports_check_mode=True)
     run_module(module, gather)
 
 

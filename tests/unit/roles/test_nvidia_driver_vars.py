@@ -328,3 +328,38 @@ def test_reboot_blockers(virt, role, conn, host, blocker):
     assert render("debian12", "{{ _nvidia_driver_reboot_blocker }}", over, facts) == blocker
     assert render("debian12", "{{ _nvidia_driver_reboot_blocker }}",
                   dict(over, nvidia_driver_reboot=False), facts) == (blocker or "nvidia_driver_reboot is false")
+
+
+FACTS_STATE = {"installed": {"nvidia-driver": "570.172.08-1"}, "kernel": {"next": "6.1.0-28-amd64", "installed": []}}
+
+
+def preflight_options():
+    """The driver options the preflight role's facts task reads with by default."""
+    return role_render.render("preflight", "{{ preflight_driver_options }}")
+
+
+@pytest.mark.parametrize("overrides, from_facts", [
+    # the facts play of this run read the state with the preflight's default options: taken
+    ({}, True),
+    # the role's second run in the same playbook, or switched off: it reads the node itself
+    ({"_nvidia_driver_node_read_used": True}, False),
+    ({"nvidia_driver_state_from_facts": False}, False),
+    # other EFI variables than the facts read
+    ({"nvidia_driver_efivars_dir": "/tmp/efivars"}, False),
+])
+def test_the_role_takes_the_driver_state_of_this_runs_facts(overrides, from_facts):
+    state = dict(FACTS_STATE, options=preflight_options())
+    over = dict({"preflight_node_facts": {"ansible_facts": {"nvidia_gpu": {"driver_state": state}}}}, **overrides)
+    found = render("debian12", "{{ _nvidia_driver_facts_state }}", over)
+    assert found == (FACTS_STATE if from_facts else None)
+
+
+def test_without_the_facts_play_the_role_reads_the_node():
+    # the role run alone: no preflight result (a driver state in the fact cache is not this run's)
+    over = {"ansible_facts": dict(PLATFORMS["debian12"], nvidia_gpu={"driver_state": dict(
+        FACTS_STATE, options=preflight_options())})}
+    assert render("debian12", "{{ _nvidia_driver_facts_state }}", over) is None
+    # the read then has the options the facts would need
+    options = render("debian12", "{{ _nvidia_driver_read_options }}")
+    assert options["read_files"] == preflight_options()["read_files"]
+    assert options["efivars_dir"] == preflight_options()["efivars_dir"]

@@ -220,6 +220,10 @@ def test_the_host_facts_module_gathers_both(capsys, h100x8):
     ({"gather_subset": ["health"]}, "kubegpu.nvidia.nvidia_gpu_facts"),
     ({"gather_subset": "health"}, "kubegpu.nvidia.nvidia_gpu_facts"),
     ({"gather_subset": ["!all", "health"]}, "kubegpu.nvidia.nvidia_gpu_host_facts"),
+    # nor does the driver state
+    ({"gather_subset": ["driver"]}, "kubegpu.nvidia.nvidia_gpu_facts"),
+    ({"gather_subset": "health,driver"}, "kubegpu.nvidia.nvidia_gpu_facts"),
+    ({"gather_subset": ["driver", "network"]}, "kubegpu.nvidia.nvidia_gpu_host_facts"),
 ])
 def test_the_action_picks_the_module(args, module):
     assert action.module_for(args) == module
@@ -297,3 +301,40 @@ def test_node_health_unknown_only_without_nvml_and_driver(facts, health, severit
         assert result["reason"] == ("no GPU found" if not facts["present"] else
                                     "NVML cannot be used (NVML driver not loaded; GPU facts from pci): the health is "
                                     "read once the driver answers")
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"driver_options": {"packages": ["nvidia-driver-570"]}},
+     "driver_options is only read when gather_subset lists driver"),
+    ({"gather_subset": ["driver"], "driver_options": {"colour": "red"}}, "driver_options: "),
+    ({"gather_subset": ["driver"], "driver_options": {"packages": "x", "read_files": {"a": 1}}}, "driver_options: "),
+])
+def test_driver_options_are_checked_before_anything_is_read(capsys, h100x8, monkeypatch, args, message):
+    def no_read(*dummy):
+        raise AssertionError("the node was read")
+    monkeypatch.setattr(gm.driver_node, "gather", no_read)
+    rc, result = run_module(capsys, args)
+    assert rc == 1 and result["error_kind"] == "input"
+    assert result["msg"].startswith(message) and "\n" not in result["msg"]
+
+
+def test_the_driver_subset_reads_with_the_given_options(capsys, h100x8, monkeypatch):
+    """nvidia_gpu.driver_state: driver_node.gather (nvidia_driver_info's read) with the options filled in, and
+    those options under ``options``, in the small module."""
+    seen = []
+
+    def read(module, params):
+        seen.append(dict(params))
+        return {"installed": {"nvidia-driver-570": "570.172.08-1"}, "loaded": {"version": "570.172.08"}}
+    monkeypatch.setattr(gm.driver_node, "gather", read)
+    rc, result = run_module(capsys, {"gather_subset": ["driver"], "driver_options": {"packages": ["nvidia-driver-570"]}})
+    assert rc == 0 and result["changed"] is False
+    state = result["ansible_facts"]["nvidia_gpu"]["driver_state"]
+    assert seen == [dict(gm.driver_node.check_params({}), packages=["nvidia-driver-570"])]
+    assert state == {"installed": {"nvidia-driver-570": "570.172.08-1"}, "loaded": {"version": "570.172.08"},
+                     "options": seen[0]}
+    assert result["ansible_facts"]["nvidia_gpu"]["count"] == 8
+    # without the subset, no driver state and no read
+    seen[:] = []
+    rc, result = run_module(capsys, {})
+    assert rc == 0 and "driver_state" not in result["ansible_facts"]["nvidia_gpu"] and seen == []
