@@ -168,6 +168,10 @@ def test_parallel_slices_end_as_one_full_run_and_a_second_pair_changes_nothing(t
             "slice-h100-b": "h100-shared", "slice-cpu": None}
         assert {name: node["allocatable"].get("nvidia.com/gpu") for name, node in want["nodes"].items()} == {
             "slice-t4-a": "4", "slice-t4-b": "4", "slice-h100-a": "8", "slice-h100-b": "16", "slice-cpu": None}
+        # one ConfigMap with every config (the per-node one among them), the plugin's DaemonSet and ClusterRole
+        (configmap,) = want["configmaps"].values()
+        assert sorted(configmap["data"]) == ["default", "h100-shared", "t4-shared"]
+        assert NAMESPACE in want["daemonsets"] and want["rbac"]
         assert {name: node["annotations"].get(RECORD) for name, node in want["nodes"].items()} == dict(
             dict.fromkeys(HOSTS, "present"), **{"slice-cpu": None})
 
