@@ -426,12 +426,15 @@ class Validation:
             self.sleep(min(delay, max(self.timeout - elapsed, 0)))
 
     def remove_leftovers(self):
-        leftovers = sorted(self._pods())
+        """Delete the pods an earlier run left for this run's nodes, and wait until they are gone. The pods of
+        other nodes stay: another run (a slice of the same fleet, started at the same time) may be using them."""
+        mine = set(pod_name(node) for node in self.node_names)
+        leftovers = sorted(name for name in self._pods() if name in mine)
         for name in leftovers:
             self.api.delete_pod(self.namespace, name)
         if leftovers:
             self._bound()
-            self._wait_gone(None, "validation pods left from an earlier run")
+            self._wait_gone(leftovers, "validation pods left from an earlier run")
 
     def wait_for_pods(self, names, created_at):
         delay = None

@@ -18,7 +18,8 @@ description:
     for example the scheduler's message when no node can take the pod (no free C(nvidia.com/gpu), a taint the pod
     does not tolerate, a cordoned node).
   - "Steps: select the nodes (O(nodes), else the nodes matching O(node_selector)); read the namespace and create it
-    when missing; delete pods with the template's labels left from an earlier run and wait until they are gone;
+    when missing; delete the pods of these nodes with the template's labels left from an earlier run (not those of other nodes,
+    which a concurrent run may be using) and wait until they are gone;
     create one pod per node named C(gpu-validation-<node>); poll one pod listing by label until every pod has
     finished (see O(timeout) and O(unschedulable_timeout)); read the logs of the pods that Succeeded; delete the pods
     and wait until they are gone."

@@ -103,21 +103,24 @@ def test_selected_nodes_pass_the_pods_are_deleted_and_a_second_run_changes_nothi
 
 
 def test_leftover_pods_are_removed_first(kube, nodes):
+    # an earlier run's pod for node-a goes first; the pod of a node outside this run (another run, a slice of the
+    # same fleet, may be validating it right now) and a pod without the template's labels stay
     del nodes
     kube.core().create_namespace({"metadata": {"name": "gpu-validation"}})
-    leftover = template(restart="Always")
-    leftover["metadata"]["name"] = "gpu-validation-node-gone"
-    kube.core().create_namespaced_pod("gpu-validation", leftover)
+    for name in ("gpu-validation-node-a", "gpu-validation-node-elsewhere"):
+        leftover = template(restart="Always")
+        leftover["metadata"]["name"] = name
+        kube.core().create_namespaced_pod("gpu-validation", leftover)
     other = {"metadata": {"name": "unrelated", "labels": {"app": "other"}},
              "spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "x"}]}}
     kube.core().create_namespaced_pod("gpu-validation", other)
-    assert pods(kube) == ["gpu-validation-node-gone", "unrelated"]
+    assert pods(kube) == ["gpu-validation-node-a", "gpu-validation-node-elsewhere", "unrelated"]
     result = kube.ansible(MODULE, args(nodes=["node-a"]))
     assert result.get("failed") is not True, result
     assert result["changed"] is False
     assert [(r["node"], r["passed"]) for r in result["results"]] == [("node-a", True)]
-    assert pods(kube) == ["unrelated"]
-    assert result["api_requests"]["delete"] == 2  # the leftover and node-a's pod
+    assert pods(kube) == ["gpu-validation-node-elsewhere", "unrelated"]
+    assert result["api_requests"]["delete"] == 2  # the leftover and node-a's new pod
     assert "list" not in {r["verb"] for r in kube.server.requests() if r["resource"] == "nodes"}
 
 

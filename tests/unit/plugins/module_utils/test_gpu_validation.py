@@ -301,13 +301,24 @@ def test_no_selected_node_and_a_missing_namespace_that_may_not_be_created_fail_c
 
 def test_leftover_pods_are_deleted_and_waited_for_before_new_ones_are_made():
     api, clock = FakeAPI(linger=1), Clock()
-    api.pods["gpu-validation-old"] = {"node": None}
+    api.pods["gpu-validation-n1"] = {"node": None}
     validation(api, clock).run()
-    assert calls(api, "delete_pod")[0] == "gpu-validation-old"
+    assert calls(api, "delete_pod")[0] == "gpu-validation-n1"
     first_create = api.calls.index(("create_pod", "gpu-validation-n1"))
     # listed, deleted, listed (still there), listed (gone), then created
     assert [c[0] for c in api.calls[2:first_create]] == ["list_pods", "delete_pod", "list_pods", "list_pods"]
     assert clock.sleeps[0] == 0.2
+
+
+def test_pods_of_nodes_outside_the_run_are_left_to_the_run_that_made_them():
+    # two slices of one fleet validate at the same time in the same namespace: the pod of the other slice's node
+    # is neither deleted as a leftover nor waited for
+    api, clock = FakeAPI(), Clock()
+    api.pods["gpu-validation-n3"] = {"node": "n3"}
+    results = validation(api, clock, nodes=["n1", "n2"]).run()
+    assert [(r["node"], r["passed"]) for r in results] == [("n1", True), ("n2", True)]
+    assert "gpu-validation-n3" not in calls(api, "delete_pod")
+    assert list(api.pods) == ["gpu-validation-n3"]
 
 
 def test_unschedulable_pods_are_given_up_after_their_grace_with_short_polls_first():
