@@ -58,8 +58,8 @@ def run(nodes=1000, gpus=8, out=print):
         took = time.monotonic() - start
         calls = counts(server)
         steps[name] = {"seconds": took, "calls": calls}
-        out("%-11s %8.2f s  %5d API calls  (%s)" % (name, took, sum(calls.values()),
-                                                   ", ".join("%s %d" % kv for kv in sorted(calls.items()))))
+        detail = ", ".join("%s %d" % kv for kv in sorted(calls.items()))
+        out("%-11s %8.2f s  %5d API calls  (%s)" % (name, took, sum(calls.values()), detail))
         return result
 
     args = argparse.Namespace(nodes=nodes, gpus=gpus)

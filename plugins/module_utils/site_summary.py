@@ -165,8 +165,8 @@ def summary_rows(hosts, hostvars, matches=None, labelled=None, capacity=None, va
             "labels": _labels(node, labelled, check_mode),
             "allocatable": _allocatable(_first(capacity, "host", host)),
             "validation": _validation(_first(validation, "node", name) if name else {}),
-            "health": _health(gpu.get("health"), _first(health, "host", host) or (_first(health, "name", name)
-                                                                                 if name else {}),
+            "health": _health(gpu.get("health"),
+                              _first(health, "host", host) or (_first(health, "name", name) if name else {}),
                               health is not None, check_mode),
             "health_findings": (gpu.get("health") or {}).get("findings") or [],
         })

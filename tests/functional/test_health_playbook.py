@@ -50,9 +50,9 @@ class Lab:
     def run(self, *extra):
         inventory = self.dir / "inventory.yml"
         inventory.write_text(yaml.safe_dump({
-            "gpu_nodes": {"hosts": dict((h, {"ansible_connection": "local",
-                                              "ansible_python_interpreter": str(self.dir / ("python-%s" % h))})
-                                        for h in self.hosts)},
+            "gpu_nodes": {"hosts": dict(
+                (h, {"ansible_connection": "local", "ansible_python_interpreter": str(self.dir / ("python-%s" % h))})
+                for h in self.hosts)},
             "k8s_control": {"hosts": {"localhost": {"ansible_connection": "local",
                                                     "ansible_python_interpreter": sys.executable}}},
         }))

@@ -86,9 +86,8 @@ def dra_cluster(kube, kube_server):
     core = kube.core()
     ns = kube.namespace()
     dra = {"nvidia.com/dra-kubelet-plugin": "true"}
-    h100 = kube.node("h100", labels=dict(dra, **{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                                                  "nvidia.com/gpu.memory": "81559"}),
-                     annotations={SIMULATED: "8"})
+    h100_labels = dict(dra, **{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"})
+    h100 = kube.node("h100", labels=h100_labels, annotations={SIMULATED: "8"})
     a100 = kube.node("a100", labels=dict(dra), annotations={SIMULATED: "2", DEVICES: json.dumps([A100, A100])})
     dp = kube.node("dp", annotations={SIMULATED: "1"})
     kube.apps().create_namespaced_daemon_set(ns, plugin_daemonset(ns))
@@ -174,8 +173,8 @@ INVALID = [
      {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "c", "count": 0}}]}}},
      "spec.devices.requests[0].exactly.count", "must be greater than zero"),
     ("unknown allocation mode", "ResourceClaim",
-     {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "c",
-                                                                      "allocationMode": "Some"}}]}}},
+     {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+         "deviceClassName": "c", "allocationMode": "Some"}}]}}},
      "spec.devices.requests[0].exactly.allocationMode", 'Unsupported value: "Some"'),
     ("template request CEL that does not compile", "ResourceClaimTemplate",
      {"spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
@@ -486,8 +485,8 @@ def test_slices_are_watched_and_listed_by_kubectl(kube, dra_cluster):
     events = [e["type"] for e in api(kube, "ResourceSlice").watch(timeout=1, resource_version="1")]
     assert events.count("ADDED") == 2
     out = kube.kubectl("get", "resourceslices", "-o", "name", check=True).stdout.split()
-    assert sorted(n.split("-gpu.nvidia.com-")[0] for n in out) == ["resourceslice.resource.k8s.io/a100",
-                                                                    "resourceslice.resource.k8s.io/h100"]
+    assert sorted(n.split("-gpu.nvidia.com-")[0] for n in out) == [
+        "resourceslice.resource.k8s.io/a100", "resourceslice.resource.k8s.io/h100"]
     classes = kube.kubectl("get", "deviceclasses", check=True).stdout
     assert "gpu.nvidia.com" in classes and "mig.nvidia.com" in classes
 

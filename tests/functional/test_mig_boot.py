@@ -66,8 +66,8 @@ def test_boot_restores_the_declared_geometry_after_the_instances_are_lost(libdir
 def test_boot_applies_the_users_own_config(libdir, tmp_path):
     state = tmp_path / "a100.state"
     declaration = tmp_path / "mig.yaml"
-    own = {"version": "v1", "mig-configs": {"two-3g": [{"devices": "all", "mig-enabled": True,
-                                                          "mig-devices": {"3g.20gb": 2}}]}}
+    own = {"version": "v1", "mig-configs": {"two-3g": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}]}}
     declaration.write_text(json.dumps({"config": "two-3g", "configs": own}))
     result = boot(libdir, state, declaration)
     assert result.returncode == 0, result.stderr

@@ -265,4 +265,3 @@ def test_non_capable_gpu_is_skipped_under_all(results):
     result = ok(results, "t4-all")
     assert result["changed"] is False
     assert result["plan"]["gpus"][0]["skipped"] == "not MIG-capable"
-

@@ -160,8 +160,9 @@ def test_busy_gpu_fails_before_any_change(node):
 def test_reset_refused_needs_a_reboot_the_role_may_not_do_on_a_local_connection(node):
     cluster = node("passthrough")
     run = run_role(cluster, {"nvidia_mig_config": "all-enabled"})
-    assert run.rc != 0, "\n".join(repr((n, r.get("skipped"), r.get("changed"), r.get("msg"), r.get("reboot_required")))
-                         for _h, n, r in run.events())
+    events = [(n, r.get("skipped"), r.get("changed"), r.get("msg"), r.get("reboot_required"))
+              for _h, n, r in run.events()]
+    assert run.rc != 0, "\n".join(repr(event) for event in events)
     name, msg = failure(run)
     assert name == "Stop, naming the node and the step"
     assert "step 'apply'" in msg and "reboot" in msg and "local connection" in msg

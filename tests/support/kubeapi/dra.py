@@ -425,8 +425,8 @@ def node_gpus(node):
         if index < len(given) and isinstance(given[index], dict):
             gpu.update(given[index])
         digest = hashlib.sha256(("%s/%d" % (meta["name"], index)).encode()).hexdigest()
-        gpu.setdefault("uuid", "GPU-%s-%s-%s-%s-%s" % (digest[:8], digest[8:12], digest[12:16], digest[16:20],
-                                                        digest[20:32]))
+        gpu.setdefault("uuid", "GPU-%s-%s-%s-%s-%s" % (
+            digest[:8], digest[8:12], digest[12:16], digest[16:20], digest[20:32]))
         gpu.setdefault("minor", index)
         bus = PCI_BUSES[index] if index < len(PCI_BUSES) else 0x100 + index
         gpu.setdefault("pciBusID", "0000:%02x:00.0" % bus if bus < 0x100 else "0001:%02x:00.0" % (bus - 0x100))
@@ -556,13 +556,11 @@ def claim_controller(store):
                 tmeta = (template.get("spec") or {}).get("metadata") or {}
                 annotations = dict(tmeta.get("annotations") or {})
                 annotations[POD_CLAIM_NAME] = entry["name"]
-                body = {"metadata": {
-                    "generateName": "%s-%s-" % (pod["metadata"]["name"][:28], entry["name"][:28]),
-                    "namespace": ns, "annotations": annotations,
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
-                                         "uid": pod["metadata"]["uid"], "controller": True,
-                                         "blockOwnerDeletion": True}]},
-                    "spec": clone((template.get("spec") or {}).get("spec") or {})}
+                owner = {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
+                         "uid": pod["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+                metadata = {"generateName": "%s-%s-" % (pod["metadata"]["name"][:28], entry["name"][:28]),
+                            "namespace": ns, "annotations": annotations, "ownerReferences": [owner]}
+                body = {"metadata": metadata, "spec": clone((template.get("spec") or {}).get("spec") or {})}
                 if tmeta.get("labels"):
                     body["metadata"]["labels"] = dict(tmeta["labels"])
                 claim = store.create(CLAIMS, ns, body, internal=True)
@@ -655,8 +653,9 @@ class Cluster:
         """(driver, pool, device dict, slice) of the devices the node can reach, in a stable order."""
         out = []
         slices = sorted(self.by_node.get(node["metadata"]["name"], []), key=lambda o: o["metadata"]["name"])
-        for obj in slices + [o for o in self.shared if (o["spec"].get("allNodes")
-                                                         or _node_matches(o["spec"]["nodeSelector"], node))]:
+        shared = [o for o in self.shared
+                  if o["spec"].get("allNodes") or _node_matches(o["spec"]["nodeSelector"], node)]
+        for obj in slices + shared:
             spec = obj["spec"]
             for device in spec.get("devices") or []:
                 out.append((spec["driver"], (spec.get("pool") or {}).get("name"), device, obj))

@@ -137,4 +137,3 @@ def test_health_check_variables_the_plugin_would_misread_are_refused_one_line_ea
     found = health_checks(enabled, ignored, forced)
     assert found == {"env": [], "problems": problems}
     assert all("\n" not in problem for problem in problems)
-

@@ -10,8 +10,8 @@ import pytest
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
-OWN = {"version": "v1", "mig-configs": {"two-3g": [{"devices": "all", "mig-enabled": True,
-                                                      "mig-devices": {"3g.20gb": 2}}]}}
+OWN = {"version": "v1", "mig-configs": {"two-3g": [
+    {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 2}}]}}
 
 
 def node(**labels):
