@@ -159,3 +159,10 @@ def test_allocatable_text():
     assert ga.allocatable_text(published.get("h100")) == "DRA: 8 gpu"
     assert ga.allocatable_text(published.get("t4")) == "DRA: no slice"
     assert ga.allocatable_text([]) == "DRA: none"
+
+
+def test_the_dra_label_is_the_collections_to_remove_when_stale():
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import gfd_labels
+    assert gfd_labels.DRA_LABEL == ga.DRA_LABEL
+    assert gfd_labels.is_managed_label(ga.DRA_LABEL, "true")
+    assert not gfd_labels.is_managed_label(ga.DRA_LABEL, "false")  # someone else's value: left alone
