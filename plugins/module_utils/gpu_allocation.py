@@ -72,6 +72,15 @@ def host_allocation(host, hostvars):
     return value
 
 
+def runtime_cdi(host, hostvars):
+    """Whether the toolkit role enables CDI in ``host``'s runtime: its ``nvidia_container_toolkit_cdi`` when set,
+    else True on a DRA host (the DRA driver hands GPUs to containers through CDI), else None (left as it is)."""
+    value = (hostvars or {}).get("nvidia_container_toolkit_cdi")
+    if value is not None:
+        return bool(value)
+    return True if host_allocation(host, hostvars) == DRA else None
+
+
 def node_labels(allocation):
     """The label the collection writes for ``allocation``: ``{DRA_LABEL: "true"}`` on a DRA node, None (remove
     it) on a device plugin node."""
