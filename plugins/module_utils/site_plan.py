@@ -22,7 +22,8 @@ CONTROL_GROUP = "k8s_control"
 # The tags of the plays of kubegpu.nvidia.site that talk to the Kubernetes API (health gate, labels, device plugin,
 # dcgm-exporter, tenants, validation), one tuple a play (or role). The preflight's tag, named explicitly, asks for the
 # cluster's checks as well.
-API_PLAY_TAGS = (("health",), ("labels",), ("device_plugin",), ("dcgm_exporter",), ("tenants",), ("validation",))
+API_PLAY_TAGS = (("health",), ("labels",), ("device_plugin",), ("dra",), ("dcgm_exporter",), ("tenants",),
+                 ("validation",))
 PREFLIGHT_TAG = "preflight"
 
 

@@ -86,7 +86,8 @@ def test_the_dra_node_publishes_its_gpus_and_a_second_run_changes_nothing(cluste
     assert [s["spec"]["nodeName"] for s in slices(kube)] == ["h100"]
     record = [res for name, res in tasks.items() if name.endswith("Record what each DRA node offers")][0]
     assert record["ansible_facts"]["nvidia_dra_driver_nodes"] == [
-        {"host": "h100", "node": "h100", "ok": True, "reason": "", "allocatable_text": "DRA: 2 gpu"}]
+        {"host": "h100", "node": "h100", "ok": True, "reason": "", "allocatable_text": "DRA: 2 gpu",
+         "expected_text": "DRA: 2 gpu"}]
     classes = kube.dynamic().resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass").get().to_dict()
     assert sorted(c["metadata"]["name"] for c in classes["items"]) == ["gpu.nvidia.com", "mig.nvidia.com"]
     rc, stats, tasks = run(cluster)

@@ -49,7 +49,8 @@ def _slice(node, count):
 def test_slice_readiness_rows_by_node_name():
     hostvars = dict((h, HOSTVARS[h]) for h in ("h100", "t4"))
     assert f.dra_slice_readiness([_slice("lab-h100", 2)], ["h100", "t4"], hostvars) == [
-        {"host": "h100", "node": "lab-h100", "ok": True, "reason": "", "allocatable_text": "DRA: 2 gpu"}]
+        {"host": "h100", "node": "lab-h100", "ok": True, "reason": "", "allocatable_text": "DRA: 2 gpu",
+         "expected_text": "DRA: 2 gpu"}]
     (row,) = f.dra_slice_readiness([_slice("h100", 2)], ["h100"], hostvars)
     assert (row["ok"], row["reason"]) == (False, "node lab-h100 has no ResourceSlice of driver gpu.nvidia.com")
 
