@@ -88,6 +88,11 @@ def test_the_dra_node_publishes_its_gpus_and_a_second_run_changes_nothing(cluste
     assert record["ansible_facts"]["nvidia_dra_driver_nodes"] == [
         {"host": "h100", "node": "h100", "ok": True, "reason": "", "allocatable_text": "DRA: 2 gpu",
          "expected_text": "DRA: 2 gpu"}]
+    # the claim validation: one pod on the DRA node, its GPU from the claim template, passed
+    validation = [res for name, res in tasks.items() if name.endswith("Record the claim validation per node")][0]
+    (result,) = validation["ansible_facts"]["nvidia_dra_driver_validation"]
+    assert (result["node"], result["passed"], result["phase"]) == ("h100", True, "Succeeded")
+    assert kube.core().list_namespaced_pod(NAMESPACE, label_selector="app.kubernetes.io/name=gpu-validation-dra").items == []
     classes = kube.dynamic().resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass").get().to_dict()
     assert sorted(c["metadata"]["name"] for c in classes["items"]) == ["gpu.nvidia.com", "mig.nvidia.com"]
     rc, stats, tasks = run(cluster)
@@ -123,3 +128,16 @@ def test_the_preflight_refuses_before_anything_is_applied(cluster, extra, facts_
     assert msg.startswith(message) and "\n" not in msg
     with pytest.raises(kubernetes.client.exceptions.ApiException):
         cluster["kube"].core().read_namespace(NAMESPACE)
+
+
+def test_a_claim_no_device_matches_fails_with_the_schedulers_reason(cluster):
+    # a DeviceClass whose selector matches no published GPU: the validation pod stays Pending, and says why
+    rc, stats, tasks = run(cluster, {"nvidia_dra_driver_wait": True, "nvidia_dra_driver_device_classes": {
+        "gpu.nvidia.com": ["device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vgpu'"],
+        "mig.nvidia.com": ["device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"]},
+        "nvidia_dra_driver_validation_unschedulable_timeout": 2})
+    assert rc != 0
+    name, msg = failed(tasks)[-1]
+    assert name.endswith("Fail when a DRA node did not pass")
+    assert msg.startswith("DRA claim validation failed on 1 node(s): h100: Unschedulable: 0/2 nodes are available: ")
+    assert "cannot allocate all claims" in msg

@@ -53,7 +53,12 @@ def test_the_chart_objects_for_gpus_and_no_compute_domain():
         ("ClusterRoleBinding", "nvidia-dra-driver-gpu-kubeletplugin"),
         ("DeviceClass", "gpu.nvidia.com"),
         ("DeviceClass", "mig.nvidia.com"),
-        ("DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin")]
+        ("DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin"),
+        # the claim validation's template (demo/specs/quickstart/v1/gpu-test1.yaml): one gpu.nvidia.com device
+        ("ResourceClaimTemplate", "gpu-validation")]
+    (claim,) = by_kind(objects, "ResourceClaimTemplate")
+    assert claim["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu",
+                                                             "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
     classes = dict((o["metadata"]["name"], o["spec"]["selectors"]) for o in by_kind(objects, "DeviceClass"))
     assert classes["gpu.nvidia.com"] == [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
                                                                 "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]
@@ -122,3 +127,12 @@ def test_the_preflight_refuses_before_anything_is_applied(overrides, expected):
     else:
         assert len(found) == 1 and "\n" not in found[0]
         assert ("nvidia_dra_driver_image" in found[0]) or ("does not compile" in found[0])
+
+
+def test_the_validation_pod_gets_its_gpu_from_the_claim_only():
+    pod = role_render.render(ROLE, "{{ _nvidia_dra_driver_validation_pod }}")
+    kubernetes_validate.validate(dict(pod, metadata=dict(pod["metadata"], name="x")), "1.34", strict=True)
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "gpu-validation"}]
+    (ctr,) = pod["spec"]["containers"]
+    assert ctr["resources"] == {"claims": [{"name": "gpu"}]}  # no nvidia.com/gpu: the device plugin is not there
+    assert ctr["image"] == "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
