@@ -109,7 +109,7 @@ def device_class_problems(name, selectors):
         if HAS_CELPY:
             try:
                 celpy.Environment().compile(selector)
-            except Exception as exc:  # celpy raises its own CELParseError; any failure means it does not compile
+            except celpy.CELParseError as exc:
                 problems.append("DeviceClass %s CEL selector %r does not compile: %s"
                                 % (name, selector, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
     return problems
