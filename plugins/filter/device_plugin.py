@@ -185,11 +185,13 @@ def gpu_node_capacity(nodes, hosts, hostvars, device_plugin, node_gpus=None):
     Rows: ``host``, ``node`` ('' when no node matches), ``found``, ``config``, ``gpus``, ``expected`` and
     ``allocatable`` ({resource name: count}; expected None when the facts cannot tell), ``ok``, ``reason``
     (one line naming the node, for a row that is not ok) and the ``expected_text`` / ``allocatable_text``
-    a summary prints.
+    a summary prints. A host whose ``kubegpu_gpu_allocation`` is ``dra`` must advertise no device plugin
+    resource (its GPUs are published in a ResourceSlice, which the nvidia_dra_driver role checks).
     """
     from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config as dpc
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import GPU_RESOURCE
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import host_allocation
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import SHARED_SUFFIX, NodeModel
 
     resolved = _checked(device_plugin)
@@ -217,7 +219,8 @@ def gpu_node_capacity(nodes, hosts, hostvars, device_plugin, node_gpus=None):
             continue
         name = node["metadata"]["name"]
         try:
-            want = model.node(gpu, name, _product_of_label(node["metadata"].get("labels")))
+            want = model.node(gpu, name, _product_of_label(node["metadata"].get("labels")),
+                              host_allocation(host, hostvars[host]))
         except InputError as exc:
             raise AnsibleFilterError(exc.msg)
         gpus = gpu.get("count")

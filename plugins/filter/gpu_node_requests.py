@@ -68,8 +68,12 @@ def gpu_node_requests(hosts, hostvars):
     ``name`` is the host variable ``kubegpu_node_name`` (``inventory_hosts.node_name``), else the inventory
     name; ``host`` the inventory name; ``aliases`` are the names and addresses the host is known by (to find
     its node by hostname or InternalIP); ``facts`` is the part of its ``nvidia_gpu`` facts the labels come
-    from (``label_facts``).
+    from (``label_facts``). A host whose ``kubegpu_gpu_allocation`` is ``dra`` also gets ``labels``
+    ``{nvidia.com/dra-kubelet-plugin: "true"}`` (module_utils/gpu_allocation.py); on the others that label is
+    stale and k8s_gpu_label's ``remove_stale`` removes it.
     """
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import DRA, host_allocation, node_labels
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import host_aliases, node_name
 
     if isinstance(hosts, str):
@@ -84,8 +88,15 @@ def gpu_node_requests(hosts, hostvars):
         gpu = facts.get("nvidia_gpu") or {}
         if not gpu.get("present"):
             continue
-        requests.append({"name": node_name(host, host_vars, deprecated), "host": host,
-                         "aliases": host_aliases(host, host_vars, facts), "facts": label_facts(gpu)})
+        try:
+            allocation = host_allocation(host, host_vars)
+        except InputError as exc:
+            raise AnsibleFilterError("gpu_node_requests: %s" % exc)
+        request = {"name": node_name(host, host_vars, deprecated), "host": host,
+                   "aliases": host_aliases(host, host_vars, facts), "facts": label_facts(gpu)}
+        if allocation == DRA:
+            request["labels"] = node_labels(allocation)
+        requests.append(request)
     return requests
 
 

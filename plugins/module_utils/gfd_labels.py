@@ -46,6 +46,8 @@ MIG_ATTRIBUTE_SUFFIXES = ("memory", "multiprocessors", "slices.gi", "slices.ci")
 # collection owns on a node.  Other nvidia.com/ labels (nvidia.com/device-plugin.config, written from the
 # device plugin configuration, labels only GFD itself sets, such as nvidia.com/gfd.timestamp) belong to
 # someone else.  tests/unit keep these equal to what the rules yield.
+# written on the hosts that chose DRA (module_utils/gpu_allocation.py DRA_LABEL, which tests keep equal)
+DRA_LABEL = "nvidia.com/dra-kubelet-plugin"
 MANAGED_LABEL_KEYS = frozenset(MANAGED_LABEL_PREFIX + key for key in (
     "gpu.present",
     "gpu.machine",
@@ -207,9 +209,10 @@ def is_managed_label(key, value=None):
     That is a key of MANAGED_LABEL_KEYS, a per-MIG-profile key of ``mig_strategy: mixed``
     (``nvidia.com/mig-<profile>.<suffix>``), or the ``accelerator`` label holding a value of the form
     this collection writes (``nvidia-<model>``).  Any other label, under ``nvidia.com/`` or not,
-    is someone else's: stale-label removal never touches it.
+    is someone else's: stale-label removal never touches it. The DRA label ``nvidia.com/dra-kubelet-plugin=true``
+    (module_utils/gpu_allocation.py) is the collection's too: a host switched back to the device plugin loses it.
     """
-    if key in MANAGED_LABEL_KEYS:
+    if key in MANAGED_LABEL_KEYS or (key == DRA_LABEL and value == "true"):
         return True
     if key.startswith(MIG_RESOURCE_PREFIX):
         for suffix in MIG_LABEL_SUFFIXES:

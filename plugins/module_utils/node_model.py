@@ -26,6 +26,7 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import device_plugin_config
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import DEVICE_PLUGIN, DRA
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
     CONFIG_LABEL, GPU_RESOURCE, LabelError, expand_devices, mig_enabled, mig_profile_parts, mig_resource_name,
     mig_single_invalid, node_labels)
@@ -124,20 +125,25 @@ class NodeModel:
             raise InputError("node %s gets device plugin config %s: %s; give it a config without MPS "
                              "(node_configs or product_configs) or turn MIG off" % (node_name or "?", config, exc))
 
-    def node(self, facts, node_name=None, product=None):
-        """``{config, labels, allocatable, problem}`` of a node with ``facts`` (its ``nvidia_gpu`` facts).
+    def node(self, facts, node_name=None, product=None, allocation=DEVICE_PLUGIN):
+        """``{config, labels, allocatable, problem, allocation}`` of a node with ``facts`` (its ``nvidia_gpu`` facts).
 
         ``labels`` are GFD's (the config label is not among them: ``desired_labels`` adds it).  Raises
         InputError naming the node (``node_name``) when its config asks for what GFD refuses (MPS on MIG).
         ``product``: the node's GPU product when the facts list no devices (from its labels).
+        ``allocation``: the host's ``gpu_allocation.host_allocation``; a ``dra`` node keeps GFD's labels, but
+        the device plugin does not run there, so it advertises nothing (its GPUs are in a ResourceSlice).
         """
         facts = facts or {}
         config, labels = self._labels(facts, node_name, product)
+        if allocation == DRA:
+            return {"config": config, "labels": labels, "allocatable": {}, "problem": None, "allocation": DRA}
         if facts.get("present") is False:
             allocatable, problem = {}, None
         else:
             allocatable, problem = plugin_allocatable(facts.get("devices"), self.views[config], facts.get("count"))
-        return {"config": config, "labels": labels, "allocatable": allocatable, "problem": problem}
+        return {"config": config, "labels": labels, "allocatable": allocatable, "problem": problem,
+                "allocation": DEVICE_PLUGIN}
 
     def desired_labels(self, facts, node_name=None):
         """The GFD labels of the node plus ``nvidia.com/device-plugin.config`` naming its config."""

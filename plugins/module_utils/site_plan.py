@@ -19,10 +19,11 @@ __metaclass__ = type
 
 GPU_GROUP = "gpu_nodes"
 CONTROL_GROUP = "k8s_control"
-# The tags of the plays of kubegpu.nvidia.site that talk to the Kubernetes API (health gate, MIG geometry, labels,
-# device plugin, dcgm-exporter, tenants, validation), one tuple a play (or role). The preflight's tag, named explicitly, asks for the
-# cluster's checks as well.
-API_PLAY_TAGS = (("health",), ("mig",), ("labels",), ("device_plugin",), ("dcgm_exporter",), ("tenants",), ("validation",))
+# The tags of the plays (or roles) of kubegpu.nvidia.site that talk to the Kubernetes API (health gate, MIG geometry,
+# labels, device plugin, DRA driver, dcgm-exporter, tenants, validation), one tuple each. The preflight's tag, named
+# explicitly, asks for the cluster's checks as well.
+API_PLAY_TAGS = (("health",), ("mig",), ("labels",), ("device_plugin",), ("dra",), ("dcgm_exporter",), ("tenants",),
+                 ("validation",))
 PREFLIGHT_TAG = "preflight"
 
 

@@ -11,7 +11,7 @@ from test_site_preflight import (  # noqa: F401  pylint: disable=import-error,un
 
 kubernetes = pytest.importorskip("kubernetes")
 
-TENANTS_PLAY = "Deploy the device plugin, dcgm-exporter and the GPU tenants"
+TENANTS_PLAY = "Deploy the device plugin, the DRA driver, dcgm-exporter and the GPU tenants"
 EXTRA = {
     "gpu_tenants_tenants": [{"namespace": "team-t4", "quota": {"nvidia.com/gpu": 4},
                              "subjects": [{"kind": "Group", "name": "t4-users"}]}],

@@ -148,7 +148,11 @@ def test_default_daemonset_follows_the_upstream_chart():
     assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in spec["tolerations"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
+    # the GPU nodes, less those that chose DRA (the GPU Operator v26.7's nvidia.com/dra-kubelet-plugin label;
+    # dra-driver-nvidia-gpu v0.4.1 templates/validation.yaml: the two must never serve one node)
+    assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]},
+                                           {"key": "nvidia.com/dra-kubelet-plugin", "operator": "NotIn",
+                                            "values": ["true"]}]}]
     ctr = containers(ds)["nvidia-device-plugin-ctr"]
     assert ctr["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
     assert ctr["securityContext"] == RESTRICTED
@@ -546,8 +550,15 @@ def test_gfd_daemonset_shares_config_and_scheduling():
     plugin = by_kind(objects, "DaemonSet", PLUGIN)
     assert containers(gfd)["gpu-feature-discovery-ctr"]["command"] == ["gpu-feature-discovery"]
     assert gfd["spec"]["selector"] != plugin["spec"]["selector"]
-    for key in ("tolerations", "affinity", "priorityClassName", "runtimeClassName"):
+    for key in ("tolerations", "priorityClassName", "runtimeClassName"):
         assert gfd["spec"]["template"]["spec"][key] == plugin["spec"]["template"]["spec"][key]
+    # GFD also runs on the nodes that chose DRA (they keep GFD's labels); the device plugin does not
+    gfd_terms = gfd["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    plugin_terms = plugin["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    gfd_terms = gfd_terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+    plugin_terms = plugin_terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    assert plugin_terms["matchExpressions"] == gfd_terms + [
+        {"key": "nvidia.com/dra-kubelet-plugin", "operator": "NotIn", "values": ["true"]}]
     assert GFD not in [o["metadata"]["name"] for o in role_render.manifests()]
 
 

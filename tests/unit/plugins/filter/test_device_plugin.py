@@ -217,6 +217,26 @@ def test_mps_on_a_mig_node_is_a_filter_error_naming_the_node():
                             resolved)
 
 
+@pytest.mark.parametrize("allocatable, ok", [
+    ({}, True),
+    # a DRA node where the device plugin still advertises its GPUs would hand them out twice
+    ({"nvidia.com/gpu": 1}, False),
+])
+def test_a_dra_host_must_advertise_no_device_plugin_resource(allocatable, ok):
+    hostvars = {"h100": {"kubegpu_gpu_allocation": "dra", "ansible_facts": {"nvidia_gpu": gpus(H100)}}}
+    (row,) = f.gpu_node_capacity([node("h100", allocatable=allocatable)], ["h100"], hostvars,
+                                 f.device_plugin_config({}))
+    assert (row["expected"], row["ok"]) == ({}, ok)
+    if not ok:
+        assert row["reason"] == "h100 (allocatable 1, expected 0 under config default)"
+
+
+def test_a_host_set_to_an_unknown_allocation_is_a_filter_error():
+    hostvars = {"h100": {"kubegpu_gpu_allocation": "both", "ansible_facts": {"nvidia_gpu": gpus(H100)}}}
+    with pytest.raises(AnsibleFilterError, match="host h100 sets kubegpu_gpu_allocation to both device_plugin and dra"):
+        f.gpu_node_capacity([node("h100")], ["h100"], hostvars, f.device_plugin_config({}))
+
+
 @pytest.mark.parametrize("resources, text", [({}, "0"), (None, "unknown"), ({"nvidia.com/gpu": 4}, "4"),
                                              ({"nvidia.com/mig-1g.5gb": 7, "nvidia.com/gpu": 1},
                                               "nvidia.com/gpu=1, nvidia.com/mig-1g.5gb=7")])

@@ -118,3 +118,19 @@ def test_mig_devices_without_attributes_keep_profile_and_memory():
                                  "multiprocessors": None, "slices": None, "engines": None}]
     (request,) = gpu_node_requests(["gpu1"], {"gpu1": {"ansible_facts": {"nvidia_gpu": dict(H100, devices=[device])}}})
     assert request["facts"]["devices"][0]["mig"]["devices"] == [{"profile": "3g.20gb", "memory_mib": None}]
+
+
+def test_a_dra_host_asks_for_the_dra_kubelet_plugin_label_and_a_device_plugin_host_does_not():
+    # the label the GPU Operator v26.7 puts on the nodes of the DRA driver's kubelet plugin
+    hostvars = {"dra": {"kubegpu_gpu_allocation": "dra", "ansible_facts": {"nvidia_gpu": H100}},
+                "dp": {"kubegpu_gpu_allocation": "device_plugin", "ansible_facts": {"nvidia_gpu": H100}},
+                "default": {"ansible_facts": {"nvidia_gpu": H100}}}
+    dra, dp, default = gpu_node_requests(["dra", "dp", "default"], hostvars)
+    assert dra["labels"] == {"nvidia.com/dra-kubelet-plugin": "true"}
+    assert "labels" not in dp and "labels" not in default
+
+
+def test_a_host_set_to_both_mechanisms_is_refused_naming_it():
+    hostvars = {"h100": {"kubegpu_gpu_allocation": ["device_plugin", "dra"], "ansible_facts": {"nvidia_gpu": H100}}}
+    with pytest.raises(AnsibleFilterError, match="^gpu_node_requests: host h100 sets kubegpu_gpu_allocation to both "):
+        gpu_node_requests(["h100"], hostvars)

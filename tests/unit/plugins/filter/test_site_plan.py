@@ -33,7 +33,7 @@ def test_inventory_problem_refuses_what_is_not_groups():
 
 # (ansible_run_tags, ansible_skip_tags) -> whether the run talks to the Kubernetes API. Ansible gives run tags
 # ["all"] without --tags; a --tags run lists what was named. The plays: preflight and facts (always), driver,
-# mig, toolkit/runtime, labels, device_plugin, dcgm_exporter, tenants, validation, summary (always).
+# mig, toolkit/runtime, labels, device_plugin, dra, dcgm_exporter, tenants, validation, summary (always).
 @pytest.mark.parametrize("run_tags, skip_tags, uses", [
     (["all"], [], True),
     (None, None, True),
@@ -43,6 +43,7 @@ def test_inventory_problem_refuses_what_is_not_groups():
     (["dcgm_exporter"], [], True),
     (["mig"], [], True),  # the MIG play evicts GPU work and writes nvidia.com/mig.config.state
     (["tenants"], [], True),  # the tenants play writes namespaces, quotas and RBAC
+    (["dra"], [], True),  # the DRA driver role applies its objects and lists the ResourceSlices
     (["facts", "tenants"], [], True),
     (["facts", "labels"], [], True),
     (["driver", "device_plugin"], [], True),
@@ -58,8 +59,9 @@ def test_inventory_problem_refuses_what_is_not_groups():
     # --skip-tags wins over --tags and over all
     (["health"], [], True),  # the health gate writes the health label and taint
     (["driver", "health"], [], True),
-    (["all"], ["health", "mig", "labels", "device_plugin", "dcgm_exporter", "tenants", "validation"], False),
-    (["all"], ["health", "labels", "device_plugin", "dcgm_exporter", "tenants", "validation"], True),  # the mig play
+    (["all"], ["health", "mig", "labels", "device_plugin", "dra", "dcgm_exporter", "tenants", "validation"], False),
+    (["all"], ["health", "labels", "device_plugin", "dra", "dcgm_exporter", "tenants", "validation"], True),  # mig
+    (["all"], ["health", "mig", "labels", "device_plugin", "dcgm_exporter", "tenants", "validation"], True),  # dra
     (["all"], ["labels", "device_plugin", "validation"], True),  # the health gate, dcgm_exporter and tenants still run
     (["all"], ["health", "labels", "device_plugin", "dcgm_exporter", "validation"], True),  # the tenants role still runs
     (["all"], ["labels", "device_plugin"], True),

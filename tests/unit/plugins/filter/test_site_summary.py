@@ -174,3 +174,12 @@ def test_tenant_table():
     assert tenant_table([], results) == []
     with pytest.raises(AnsibleFilterError, match="tenant_table expects the tenant validation results as a list of dicts"):
         tenant_table(tenants, "team-t4")
+
+
+def test_a_dra_node_says_what_its_resourceslice_offers():
+    """The DRA driver role's rows (nvidia_dra_driver_nodes) come before the device plugin's in site.yml."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.site_summary import _allocatable
+    assert _allocatable({"host": "h100", "ok": True, "allocatable_text": "DRA: 8 gpu",
+                         "expected_text": "DRA: 8 gpu"}) == "DRA: 8 gpu"
+    assert _allocatable({"host": "h100", "ok": False, "allocatable_text": "DRA: no slice",
+                         "expected_text": "DRA: 8 gpu"}) == "DRA: no slice (expected DRA: 8 gpu)"

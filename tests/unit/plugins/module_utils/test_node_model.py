@@ -416,3 +416,13 @@ def test_facts_without_devices_count_whole_gpus():
     assert model["allocatable"] == {GPU: 8}
     assert model["labels"] == {}
     assert node_model({"present": False, "count": 0}, resolved)["allocatable"] == {}
+
+
+def test_a_dra_node_keeps_gfds_labels_and_the_device_plugin_advertises_nothing():
+    """The issue's contract: a DRA node still gets the GFD-exact labels; its GPUs are in a ResourceSlice."""
+    model = NodeModel(dpc.resolve())
+    device_plugin = model.node(PROFILES["h100x8"], "h100")
+    dra = model.node(PROFILES["h100x8"], "h100", allocation="dra")
+    assert dra["labels"] == device_plugin["labels"]
+    assert (device_plugin["allocatable"], device_plugin["allocation"]) == ({"nvidia.com/gpu": 8}, "device_plugin")
+    assert (dra["allocatable"], dra["allocation"], dra["problem"]) == ({}, "dra", None)

@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the per-node choice between the device plugin and DRA (module_utils/gpu_allocation.py):
+kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems and dra_slice_readiness."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# The filters import the module_utils they use when called, not here (docs/development.md, Conventions).
+
+from ansible.errors import AnsibleFilterError
+
+
+def _host_vars(host, hostvars, name):
+    try:
+        return hostvars[host]
+    except KeyError:
+        raise AnsibleFilterError("%s: %s is not a host of the inventory" % (name, host))
+
+
+def gpu_allocation(host, hostvars):
+    """``device_plugin`` or ``dra``: how ``host``'s node hands out its GPUs (``kubegpu_gpu_allocation``)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import host_allocation
+
+    try:
+        return host_allocation(host, _host_vars(host, hostvars, "gpu_allocation"))
+    except InputError as exc:
+        raise AnsibleFilterError(exc.msg)
+
+
+def runtime_cdi(host, hostvars):
+    """True, False or None: the CDI setting the toolkit role gives ``host``'s runtime."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
+
+    try:
+        return ga.runtime_cdi(host, _host_vars(host, hostvars, "runtime_cdi"))
+    except InputError as exc:
+        raise AnsibleFilterError(exc.msg)
+
+
+def dra_hosts(hosts, hostvars):
+    """The hosts of ``hosts`` whose ``kubegpu_gpu_allocation`` is ``dra``, in order."""
+    return [host for host in hosts or [] if gpu_allocation(host, hostvars) == "dra"]
+
+
+def dra_problems(hosts, hostvars, cluster_version, device_classes=None):
+    """Every reason the DRA driver cannot be deployed on the DRA hosts of ``hosts``, as one line ("" when none)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
+
+    nodes = []
+    for host in dra_hosts(hosts, hostvars):
+        host_vars = _host_vars(host, hostvars, "dra_problems")
+        gpu = (host_vars.get("ansible_facts") or {}).get("nvidia_gpu") or {}
+        nodes.append({"host": host, "driver_version": gpu.get("driver_version"),
+                      "cdi": ga.runtime_cdi(host, host_vars)})
+    problems = ga.dra_problems(cluster_version, nodes, device_classes)
+    return ("DRA cannot be deployed: " + "; ".join(problems)) if problems else ""
+
+
+def dra_slice_readiness(slices, hosts, hostvars):
+    """One row per DRA host of ``hosts``: ``host``, ``node``, ``ok``, ``reason`` ("" when ok) and
+    ``allocatable_text`` (``DRA: 8 gpu``) and ``expected_text`` (what the facts name), from ``slices``, the items of ONE list of the driver's ResourceSlices."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import node_name
+
+    published = ga.published_devices(slices)
+    rows = []
+    for host in dra_hosts(hosts, hostvars):
+        host_vars = _host_vars(host, hostvars, "dra_slice_readiness")
+        node = node_name(host, host_vars)
+        gpu = (host_vars.get("ansible_facts") or {}).get("nvidia_gpu") or {}
+        why = ga.node_readiness(node, gpu, published.get(node))
+        rows.append({"host": host, "node": node, "ok": why is None, "reason": why or "",
+                     "allocatable_text": ga.allocatable_text(published.get(node)),
+                     "expected_text": ga.allocatable_text(gpu.get("devices") or [])})
+    return rows
+
+
+class FilterModule:
+    """The collection's filters."""
+
+    def filters(self):
+        return {"gpu_allocation": gpu_allocation, "runtime_cdi": runtime_cdi, "dra_hosts": dra_hosts,
+                "dra_problems": dra_problems, "dra_slice_readiness": dra_slice_readiness}

@@ -1,0 +1,233 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.nvidia contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""How a GPU node hands out its GPUs: through the device plugin or through Dynamic Resource Allocation.
+
+One variable, ``kubegpu_gpu_allocation`` (host or group level, default ``device_plugin``), is read here and
+nowhere else (``host_allocation``). A DRA node carries the label ``nvidia.com/dra-kubelet-plugin=true`` (the
+label the GPU Operator uses, ``DRA_LABEL``): the DRA driver's kubelet plugin selects it, the device plugin's
+DaemonSet excludes it, so that no node is ever served by both (the two would hand out the same GPUs:
+dra-driver-nvidia-gpu refuses to render its chart next to the device plugin unless told
+``gpuResourcesEnabledOverride``).
+
+``dra_problems`` is the DRA preflight: every refusal at once, before anything is applied (Kubernetes older
+than 1.34, a driver older than 565, CDI not enabled in the runtime, a node set to both, a DeviceClass name or
+CEL selector that does not compile). ``slice_readiness`` compares, from ONE list of the driver's
+ResourceSlices, each DRA node's published devices with what its GPU facts say it has.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
+try:
+    import celpy
+    HAS_CELPY = True
+except ImportError:
+    HAS_CELPY = False
+
+VARIABLE = "kubegpu_gpu_allocation"
+DEVICE_PLUGIN = "device_plugin"
+DRA = "dra"
+CHOICES = (DEVICE_PLUGIN, DRA)
+DEFAULT = DEVICE_PLUGIN
+# the label the GPU Operator v26.7 puts on nodes that run the DRA driver's kubelet plugin
+DRA_LABEL = "nvidia.com/dra-kubelet-plugin"
+# dra-driver-nvidia-gpu's driver name (the ResourceSlices' spec.driver and the attributes' domain)
+DRIVER = "gpu.nvidia.com"
+# README of dra-driver-nvidia-gpu v0.4.1: Kubernetes 1.34 (resource.k8s.io/v1 GA) and an NVIDIA driver >= 565
+MIN_KUBERNETES = (1, 34)
+MIN_DRIVER = 565
+# a DNS-1123 subdomain, as DeviceClass names are validated (k8s.io/apimachinery validation.IsDNS1123Subdomain)
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti|)$")
+_FACTOR_MIB = {"Ki": 1.0 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+
+
+def host_allocation(host, hostvars):
+    """``device_plugin`` or ``dra`` for inventory host ``host`` from its ``kubegpu_gpu_allocation``.
+
+    Raises InputError naming the host when the value is neither, and when it names both mechanisms (a list of
+    both or ``both``): a node served by the device plugin and by DRA would hand out each GPU twice.
+    """
+    value = (hostvars or {}).get(VARIABLE, DEFAULT)
+    if value is None or value == "":
+        return DEFAULT
+    if isinstance(value, (list, tuple)):
+        chosen = sorted(set(str(item) for item in value))
+        if len(chosen) == 1 and chosen[0] in CHOICES:
+            return chosen[0]
+        value = "both" if set(chosen) >= set(CHOICES) else ", ".join(chosen)
+    if value == "both":
+        raise InputError("host %s sets %s to both device_plugin and dra: a node is served by one of them, never "
+                         "both (they would hand out the same GPUs twice)" % (host, VARIABLE))
+    if value not in CHOICES:
+        raise InputError("host %s sets %s to %r: choose device_plugin or dra" % (host, VARIABLE, value))
+    return value
+
+
+def runtime_cdi(host, hostvars):
+    """Whether the toolkit role enables CDI in ``host``'s runtime: its ``nvidia_container_toolkit_cdi`` when set,
+    else True on a DRA host (the DRA driver hands GPUs to containers through CDI), else None (left as it is)."""
+    value = (hostvars or {}).get("nvidia_container_toolkit_cdi")
+    if value is not None:
+        return bool(value)
+    return True if host_allocation(host, hostvars) == DRA else None
+
+
+def node_labels(allocation):
+    """The label the collection writes for ``allocation``: ``{DRA_LABEL: "true"}`` on a DRA node, None (remove
+    it) on a device plugin node."""
+    return {DRA_LABEL: "true" if allocation == DRA else None}
+
+
+def _version_tuple(text):
+    numbers = re.findall(r"[0-9]+", str(text or ""))
+    return tuple(int(number) for number in numbers[:3])
+
+
+def device_class_problems(name, selectors):
+    """Why a DeviceClass named ``name`` with CEL ``selectors`` (strings) would be refused, as a list.
+
+    The name must be a DNS-1123 subdomain of at most 253 characters; each selector must compile as CEL
+    (cel-python, when installed on the controller; the API server refuses it anyway).
+    """
+    problems = []
+    if not isinstance(name, str) or len(name) > 253 or not _SUBDOMAIN.match(name):
+        problems.append("DeviceClass name %r is not a DNS-1123 subdomain (lower case letters, digits, '-' and '.')"
+                        % (name,))
+    for selector in selectors or []:
+        if not isinstance(selector, str) or not selector.strip():
+            problems.append("DeviceClass %s has an empty CEL selector" % name)
+            continue
+        if HAS_CELPY:
+            try:
+                celpy.Environment().compile(selector)
+            except celpy.CELParseError as exc:
+                problems.append("DeviceClass %s CEL selector %r does not compile: %s"
+                                % (name, selector, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+    return problems
+
+
+def dra_problems(cluster_version, nodes, device_classes=None):
+    """Every reason the DRA driver cannot be deployed, as one list of one-line texts (empty: go ahead).
+
+    ``cluster_version``: ``kubegpu_cluster.version`` (``"1.34.2"``). ``nodes``: one dict per DRA host with
+    ``host``, ``driver_version`` (its GPU facts', None when unknown), ``cdi`` (whether the runtime has CDI
+    enabled, None when the toolkit role did not say), ``runtime`` (whether the NVIDIA runtime is configured,
+    None when unknown). ``device_classes``: ``{name: [CEL selector, ...]}`` the role would create.
+    """
+    problems = []
+    if nodes and _version_tuple(cluster_version)[:2] < MIN_KUBERNETES:
+        problems.append("the cluster runs Kubernetes %s; DRA (resource.k8s.io/v1) needs 1.34 or newer"
+                        % (cluster_version or "of an unknown version"))
+    for node in nodes or []:
+        host = node.get("host")
+        major = _version_tuple(node.get("driver_version"))[:1]
+        if not major:
+            problems.append("DRA host %s: its GPU facts name no driver version (the DRA driver needs %d or newer)"
+                            % (host, MIN_DRIVER))
+        elif major[0] < MIN_DRIVER:
+            problems.append("DRA host %s runs NVIDIA driver %s; the DRA driver needs %d or newer"
+                            % (host, node.get("driver_version"), MIN_DRIVER))
+        if node.get("runtime") is False:
+            problems.append("DRA host %s has no NVIDIA runtime configured" % host)
+        if node.get("cdi") is not True:
+            problems.append("DRA host %s does not have CDI enabled in its container runtime (set "
+                            "nvidia_container_toolkit_cdi: true or leave it null for DRA hosts)" % host)
+    for name, selectors in sorted((device_classes or {}).items()):
+        problems.extend(device_class_problems(name, selectors))
+    return problems
+
+
+def check_dra(cluster_version, nodes, device_classes=None):
+    """Raise one InputError listing every ``dra_problems`` entry; return None when there is none."""
+    problems = dra_problems(cluster_version, nodes, device_classes)
+    if problems:
+        raise InputError("DRA cannot be deployed: " + "; ".join(problems))
+
+
+def quantity_mib(text):
+    """MiB in a memory quantity such as ``81559Mi``, ``80Gi`` or a byte count; None when not understood."""
+    match = _QUANTITY.match(str(text or "").strip())
+    if not match:
+        return None
+    number, suffix = int(match.group(1)), match.group(2)
+    if not suffix:
+        return number // (1024 * 1024)
+    return int(number * _FACTOR_MIB[suffix])
+
+
+def _attribute(device, name):
+    value = ((device.get("attributes") or {}).get(name) or {})
+    for kind in ("string", "int", "version", "bool"):
+        if kind in value:
+            return value[kind]
+    return None
+
+
+def published_devices(slices, driver=DRIVER):
+    """``{node name: [device, ...]}`` of the full GPUs (``type == gpu``) in ``slices`` (one LIST's items)."""
+    out = {}
+    for item in slices or []:
+        spec = item.get("spec") or {}
+        if spec.get("driver") != driver or not spec.get("nodeName"):
+            continue
+        devices = out.setdefault(spec["nodeName"], [])
+        for device in spec.get("devices") or []:
+            if _attribute(device, "type") not in (None, "gpu"):
+                continue
+            devices.append({
+                "name": device.get("name"),
+                "uuid": _attribute(device, "uuid"),
+                "product": _attribute(device, "productName"),
+                "memory_mib": quantity_mib(((device.get("capacity") or {}).get("memory") or {}).get("value")),
+            })
+    return out
+
+
+def _expected(device):
+    return {"uuid": device.get("uuid"), "product": device.get("name"), "memory_mib": device.get("memory_mib")}
+
+
+def node_readiness(node, facts, published):
+    """``None`` when ``published`` (the node's devices in its slices) lists the GPUs its ``facts`` say it has,
+    else why not (one line): no slice, a count, a UUID, a product or a memory that differs."""
+    expected = [_expected(device) for device in (facts or {}).get("devices") or []]
+    if published is None:
+        return "node %s has no ResourceSlice of driver %s" % (node, DRIVER)
+    if len(published) != len(expected):
+        return "node %s's ResourceSlice lists %d GPUs, its facts %d" % (node, len(published), len(expected))
+    by_uuid = dict((device["uuid"], device) for device in published)
+    for want in expected:
+        got = by_uuid.get(want["uuid"])
+        if got is None:
+            return "node %s's ResourceSlice does not list GPU %s" % (node, want["uuid"])
+        if want["product"] and got["product"] != want["product"]:
+            return "node %s's ResourceSlice names GPU %s %r, its facts %r" % (node, want["uuid"], got["product"],
+                                                                             want["product"])
+        if want["memory_mib"] and got["memory_mib"] != want["memory_mib"]:
+            return "node %s's ResourceSlice gives GPU %s %s MiB, its facts %s MiB" % (
+                node, want["uuid"], got["memory_mib"], want["memory_mib"])
+    return None
+
+
+def slice_readiness(slices, expected):
+    """``{node: None or why}`` for ``expected`` (``{node name: its nvidia_gpu facts}``) from ``slices``, the
+    items of ONE ``LIST resourceslices?fieldSelector=spec.driver=gpu.nvidia.com``."""
+    published = published_devices(slices)
+    return dict((node, node_readiness(node, facts, published.get(node))) for node, facts in expected.items())
+
+
+def allocatable_text(published):
+    """What a DRA node offers, for the summary's ALLOCATABLE column: ``DRA: 8 gpu`` (``DRA: none`` when its
+    slice lists no GPU, ``DRA: no slice`` when it has none)."""
+    if published is None:
+        return "DRA: no slice"
+    return "DRA: %d gpu" % len(published) if published else "DRA: none"

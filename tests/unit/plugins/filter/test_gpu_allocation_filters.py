@@ -1,0 +1,60 @@
+"""Filters kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems and dra_slice_readiness: the
+DRA decisions (module_utils/gpu_allocation.py, tested in test_gpu_allocation.py) from the inventory's hostvars.
+
+Source: kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 README.md (Kubernetes 1.34, driver 565, CDI);
+cmd/gpu-kubelet-plugin/deviceinfo.go (a slice's devices gpu-<minor>: uuid, productName, capacity memory).
+"""
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.kubegpu.nvidia.plugins.filter import gpu_allocation as f
+
+H100 = {"present": True, "count": 2, "driver_version": "570.172.08",
+        "devices": [{"index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-%d" % i, "memory_mib": 81559}
+                    for i in range(2)]}
+HOSTVARS = {
+    "h100": {"kubegpu_gpu_allocation": "dra", "kubegpu_node_name": "lab-h100", "ansible_facts": {"nvidia_gpu": H100}},
+    "t4": {"ansible_facts": {"nvidia_gpu": dict(H100, driver_version="535.183.01")}},
+    "old": {"kubegpu_gpu_allocation": "dra", "ansible_facts": {"nvidia_gpu": dict(H100, driver_version="550.54.15")},
+            "nvidia_container_toolkit_cdi": False},
+}
+
+
+def test_allocation_and_cdi_per_host():
+    assert [f.gpu_allocation(h, HOSTVARS) for h in ("h100", "t4", "old")] == ["dra", "device_plugin", "dra"]
+    # the toolkit role enables CDI on a DRA host unless told otherwise, and leaves other hosts as they are
+    assert [f.runtime_cdi(h, HOSTVARS) for h in ("h100", "t4", "old")] == [True, None, False]
+    assert f.dra_hosts(["t4", "old", "h100"], HOSTVARS) == ["old", "h100"]
+    with pytest.raises(AnsibleFilterError, match="gpu_allocation: nope is not a host of the inventory"):
+        f.gpu_allocation("nope", HOSTVARS)
+
+
+def test_dra_problems_in_one_line():
+    assert f.dra_problems(["h100", "t4"], HOSTVARS, "1.34.2", {"gpu.nvidia.com": ["device.driver == 'gpu.nvidia.com'"]}) == ""
+    # the device plugin host with an old driver is not the DRA preflight's business
+    assert f.dra_problems(["t4"], HOSTVARS, "1.31.0") == ""
+    assert f.dra_problems(["h100", "old"], HOSTVARS, "1.33.1") == (
+        "DRA cannot be deployed: the cluster runs Kubernetes 1.33.1; DRA (resource.k8s.io/v1) needs 1.34 or newer; "
+        "DRA host old runs NVIDIA driver 550.54.15; the DRA driver needs 565 or newer; DRA host old does not have "
+        "CDI enabled in its container runtime (set nvidia_container_toolkit_cdi: true or leave it null for DRA hosts)")
+
+
+def _slice(node, count):
+    return {"spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": [
+        {"name": "gpu-%d" % i, "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-%d" % i},
+                                               "productName": {"string": "NVIDIA H100 80GB HBM3"}},
+         "capacity": {"memory": {"value": "81559Mi"}}} for i in range(count)]}}
+
+
+def test_slice_readiness_rows_by_node_name():
+    hostvars = dict((h, HOSTVARS[h]) for h in ("h100", "t4"))
+    assert f.dra_slice_readiness([_slice("lab-h100", 2)], ["h100", "t4"], hostvars) == [
+        {"host": "h100", "node": "lab-h100", "ok": True, "reason": "", "allocatable_text": "DRA: 2 gpu",
+         "expected_text": "DRA: 2 gpu"}]
+    (row,) = f.dra_slice_readiness([_slice("h100", 2)], ["h100"], hostvars)
+    assert (row["ok"], row["reason"]) == (False, "node lab-h100 has no ResourceSlice of driver gpu.nvidia.com")
+
+
+def test_filters_are_registered():
+    assert sorted(f.FilterModule().filters()) == ["dra_hosts", "dra_problems", "dra_slice_readiness",
+                                                  "gpu_allocation", "runtime_cdi"]

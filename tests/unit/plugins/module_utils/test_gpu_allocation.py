@@ -1,0 +1,168 @@
+"""The per-node choice between the device plugin and DRA, the DRA preflight and the slice readiness check.
+
+Where each expectation comes from:
+
+* [readme]  kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 README.md: Kubernetes 1.34 or newer
+  (resource.k8s.io/v1), NVIDIA driver 565 or newer, CDI enabled in the container runtime.
+* [chart]   deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-gpu.yaml and deviceclass-mig.yaml:
+  the DeviceClasses' CEL selectors; templates/validation.yaml: refuses to render next to the device plugin
+  (gpuResourcesEnabledOverride), i.e. a node is served by one mechanism, never both.
+* [name]    k8s.io/apimachinery pkg/util/validation/validation.go IsDNS1123Subdomain (DeviceClass names).
+* [slice]   staging/src/k8s.io/api/resource/v1/types.go ResourceSlice (driver, nodeName, devices with
+  attributes and capacity); cmd/gpu-kubelet-plugin/deviceinfo.go (gpu-<minor>, uuid, productName, memory).
+"""
+import pytest
+
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+
+GPU_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+MIG_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
+
+
+@pytest.mark.parametrize("hostvars, expected", [
+    ({}, "device_plugin"),
+    ({"kubegpu_gpu_allocation": None}, "device_plugin"),
+    ({"kubegpu_gpu_allocation": "device_plugin"}, "device_plugin"),
+    ({"kubegpu_gpu_allocation": "dra"}, "dra"),
+    ({"kubegpu_gpu_allocation": ["dra"]}, "dra"),
+])
+def test_host_allocation(hostvars, expected):
+    assert ga.host_allocation("gpu-1", hostvars) == expected
+
+
+@pytest.mark.parametrize("value, message", [
+    ("both", "host gpu-1 sets kubegpu_gpu_allocation to both device_plugin and dra"),  # [chart]
+    (["dra", "device_plugin"], "host gpu-1 sets kubegpu_gpu_allocation to both device_plugin and dra"),
+    ("DRA", "host gpu-1 sets kubegpu_gpu_allocation to 'DRA': choose device_plugin or dra"),
+    ("mig", "host gpu-1 sets kubegpu_gpu_allocation to 'mig': choose device_plugin or dra"),
+])
+def test_host_allocation_refused(value, message):
+    with pytest.raises(InputError) as exc:
+        ga.host_allocation("gpu-1", {"kubegpu_gpu_allocation": value})
+    assert str(exc.value).startswith(message)
+    assert "\n" not in str(exc.value)
+
+
+def test_node_labels():
+    assert ga.node_labels("dra") == {"nvidia.com/dra-kubelet-plugin": "true"}
+    assert ga.node_labels("device_plugin") == {"nvidia.com/dra-kubelet-plugin": None}
+
+
+GOOD = {"host": "h100", "driver_version": "570.172.08", "cdi": True, "runtime": True}
+CLASSES = {"gpu.nvidia.com": [GPU_SELECTOR], "mig.nvidia.com": [MIG_SELECTOR]}  # [chart]
+
+
+def test_dra_preflight_passes():
+    assert ga.dra_problems("1.34.2", [GOOD], CLASSES) == []
+    assert ga.dra_problems("1.35.0", [dict(GOOD, driver_version="565.57.01")], CLASSES) == []
+    ga.check_dra("1.34.2", [GOOD], CLASSES)
+
+
+def test_dra_preflight_no_dra_node_ignores_the_version():
+    assert ga.dra_problems("1.31.4", [], {}) == []
+
+
+@pytest.mark.parametrize("version, nodes, classes, problem", [
+    # [readme] Kubernetes 1.34
+    ("1.33.5", [GOOD], {}, "the cluster runs Kubernetes 1.33.5; DRA (resource.k8s.io/v1) needs 1.34 or newer"),
+    (None, [GOOD], {}, "the cluster runs Kubernetes of an unknown version; DRA (resource.k8s.io/v1) needs 1.34"),
+    # [readme] driver 565 (the lab's old H100 profile ran 535.183.01)
+    ("1.34.2", [dict(GOOD, driver_version="535.183.01")], {},
+     "DRA host h100 runs NVIDIA driver 535.183.01; the DRA driver needs 565 or newer"),
+    ("1.34.2", [dict(GOOD, driver_version=None)], {},
+     "DRA host h100: its GPU facts name no driver version (the DRA driver needs 565 or newer)"),
+    # [readme] CDI
+    ("1.34.2", [dict(GOOD, cdi=False)], {}, "DRA host h100 does not have CDI enabled in its container runtime"),
+    ("1.34.2", [dict(GOOD, cdi=None)], {}, "DRA host h100 does not have CDI enabled in its container runtime"),
+    ("1.34.2", [dict(GOOD, runtime=False)], {}, "DRA host h100 has no NVIDIA runtime configured"),
+    # [name]
+    ("1.34.2", [GOOD], {"GPU_nvidia": [GPU_SELECTOR]}, "DeviceClass name 'GPU_nvidia' is not a DNS-1123 subdomain"),
+    ("1.34.2", [GOOD], {"gpu.nvidia.com": [""]}, "DeviceClass gpu.nvidia.com has an empty CEL selector"),
+])
+def test_dra_preflight_refusals(version, nodes, classes, problem):
+    problems = ga.dra_problems(version, nodes, classes)
+    assert len(problems) == 1
+    assert problems[0].startswith(problem)
+
+
+@pytest.mark.skipif(not ga.HAS_CELPY, reason="cel-python is not installed")
+@pytest.mark.parametrize("selector", [
+    "device.driver == ",
+    "device.attributes['gpu.nvidia.com'].type == 'gpu' &&",
+    "device.driver = 'gpu.nvidia.com'",
+])
+def test_dra_preflight_cel_does_not_compile(selector):
+    problems = ga.dra_problems("1.34.2", [GOOD], {"gpu.nvidia.com": [selector]})
+    assert len(problems) == 1
+    assert problems[0].startswith("DeviceClass gpu.nvidia.com CEL selector %r does not compile: " % selector)
+    assert "\n" not in problems[0]
+
+
+def test_check_dra_one_message_for_every_problem():
+    with pytest.raises(InputError) as exc:
+        ga.check_dra("1.33.0", [dict(GOOD, driver_version="550.54.15", cdi=False)], {"x_y": []})
+    message = str(exc.value)
+    assert message.startswith("DRA cannot be deployed: the cluster runs Kubernetes 1.33.0")
+    for part in ("runs NVIDIA driver 550.54.15", "does not have CDI enabled", "'x_y' is not a DNS-1123"):
+        assert part in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("text, mib", [
+    ("81559Mi", 81559), ("80Gi", 81920), ("40960Mi", 40960), ("1048576Ki", 1024), (str(16 * 1024 ** 3), 16384),
+    ("lots", None), (None, None),
+])
+def test_quantity_mib(text, mib):
+    assert ga.quantity_mib(text) == mib
+
+
+def _fact(index):
+    return {"index": index, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-%d" % index, "memory_mib": 81559}
+
+
+def _device(index, product="NVIDIA H100 80GB HBM3", memory="81559Mi", kind="gpu"):  # [slice]
+    return {"name": "gpu-%d" % index,
+            "attributes": {"type": {"string": kind}, "uuid": {"string": "GPU-%d" % index},
+                           "productName": {"string": product}},
+            "capacity": {"memory": {"value": memory}}}
+
+
+def _slice(node, devices, driver="gpu.nvidia.com"):
+    return {"spec": {"driver": driver, "nodeName": node, "pool": {"name": node}, "devices": devices}}
+
+
+FACTS = {"devices": [_fact(0), _fact(1)]}
+
+
+@pytest.mark.parametrize("slices, why", [
+    ([_slice("h100", [_device(0), _device(1)])], None),
+    # a MIG device beside the GPUs is not a full GPU
+    ([_slice("h100", [_device(0), _device(1), dict(_device(9), attributes={"type": {"string": "mig"}})])], None),
+    ([], "node h100 has no ResourceSlice of driver gpu.nvidia.com"),
+    ([_slice("h100", [_device(0), _device(1)], driver="other.example.com")],
+     "node h100 has no ResourceSlice of driver gpu.nvidia.com"),
+    ([_slice("a100", [_device(0), _device(1)])], "node h100 has no ResourceSlice of driver gpu.nvidia.com"),
+    ([_slice("h100", [_device(0)])], "node h100's ResourceSlice lists 1 GPUs, its facts 2"),
+    ([_slice("h100", [_device(0), _device(2)])], "node h100's ResourceSlice does not list GPU GPU-1"),
+    ([_slice("h100", [_device(0), _device(1, product="NVIDIA A100-SXM4-40GB")])],
+     "node h100's ResourceSlice names GPU GPU-1 'NVIDIA A100-SXM4-40GB', its facts 'NVIDIA H100 80GB HBM3'"),
+    ([_slice("h100", [_device(0), _device(1, memory="40960Mi")])],
+     "node h100's ResourceSlice gives GPU GPU-1 40960 MiB, its facts 81559 MiB"),
+])
+def test_slice_readiness(slices, why):
+    assert ga.slice_readiness(slices, {"h100": FACTS}) == {"h100": why}
+
+
+def test_allocatable_text():
+    published = ga.published_devices([_slice("h100", [_device(i) for i in range(8)])])
+    assert ga.allocatable_text(published.get("h100")) == "DRA: 8 gpu"
+    assert ga.allocatable_text(published.get("t4")) == "DRA: no slice"
+    assert ga.allocatable_text([]) == "DRA: none"
+
+
+def test_the_dra_label_is_the_collections_to_remove_when_stale():
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import gfd_labels
+    assert gfd_labels.DRA_LABEL == ga.DRA_LABEL
+    assert gfd_labels.is_managed_label(ga.DRA_LABEL, "true")
+    assert not gfd_labels.is_managed_label(ga.DRA_LABEL, "false")  # someone else's value: left alone
