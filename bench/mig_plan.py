@@ -77,7 +77,7 @@ def main():
             times[name], outcomes[name] = best(args.repeat, lambda: attempt(gpus, configs, name))
         ordered = sorted(times.values())
         slowest = max(times, key=times.get)
-        t_all, _ = best(args.repeat, lambda: [attempt(gpus, configs, name) for name in names])
+        t_all, _result = best(args.repeat, lambda: [attempt(gpus, configs, name) for name in names])
         done = mig_plan.plan(gpus, configs, "all-balanced")
         at_geometry = [dict(gpu, mode={"current": True, "pending": True},
                             instances=mig_profiles.instances_from(p["create"])) for gpu, p in zip(gpus, done["gpus"])]

@@ -75,9 +75,9 @@ options:
       - M(kubegpu.nvidia.nvidia_gpu_facts) runs M(kubegpu.nvidia.nvidia_gpu_host_facts) for this (its action
         plugin picks it), so that a run without host facts does not carry their collectors.
       - The entry V(health) is not a host fact subset; it adds the GPU health to the facts as
-        C(ansible_facts.nvidia_gpu.health), what M(kubegpu.nvidia.nvidia_gpu_health) returns as RV(health) (the
-        same code, in the same module run), with the options O(health_options). It is read only when the GPU
-        facts come from NVML; otherwise (no GPU, no driver yet) its C(severity) is V(unknown) with the reason,
+        C(ansible_facts.nvidia_gpu.health), what M(kubegpu.nvidia.nvidia_gpu_health) returns as
+        RV(kubegpu.nvidia.nvidia_gpu_health#module:health) (the same code, in the same module run), with the options
+        O(health_options). It is read only when the GPU facts come from NVML; otherwise (no GPU, no driver yet) its C(severity) is V(unknown) with the reason,
         and the health gate (role C(kubegpu.nvidia.gpu_health)) leaves that node as it is. V(health) alone
         needs no host fact collector.
       - The entry V(driver) is not a host fact subset either; it adds the node's driver state as

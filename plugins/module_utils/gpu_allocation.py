@@ -210,8 +210,8 @@ def node_readiness(node, facts, published):
         if got is None:
             return "node %s's ResourceSlice does not list GPU %s" % (node, want["uuid"])
         if want["product"] and got["product"] != want["product"]:
-            return "node %s's ResourceSlice names GPU %s %r, its facts %r" % (node, want["uuid"], got["product"],
-                                                                             want["product"])
+            return "node %s's ResourceSlice names GPU %s %r, its facts %r" % (
+                node, want["uuid"], got["product"], want["product"])
         if want["memory_mib"] and got["memory_mib"] != want["memory_mib"]:
             return "node %s's ResourceSlice gives GPU %s %s MiB, its facts %s MiB" % (
                 node, want["uuid"], got["memory_mib"], want["memory_mib"])

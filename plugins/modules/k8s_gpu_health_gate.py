@@ -113,10 +113,10 @@ nodes:
     action: {description: The action the health read recommends., type: str, sample: reset_gpu}
     label: {description: The health label before and after., type: dict, sample: {before: healthy, after: unhealthy}}
     taint: {description: "V(added), V(removed), V(kept), V(none), or V(foreign) (someone else's taint with the key)", type: str}
-    foreign_taint: {description: Someone else's taint with the gate's key, as C(key=value:Effect)., type: str}
-    cordon: {description: V(cordoned), V(uncordoned) or null., type: str}
-    changed: {description: Whether the node was (check mode, would be) written., type: bool}
-    why: {description: One line, what and why., type: str}
+    foreign_taint: {description: "Someone else's taint with the gate's key, as C(key=value:Effect).", type: str}
+    cordon: {description: "V(cordoned), V(uncordoned) or null.", type: str}
+    changed: {description: "Whether the node was (check mode, would be) written.", type: bool}
+    why: {description: "One line, what and why.", type: str}
 taint:
   description: The taint in force, as checked.
   returned: always

@@ -34,6 +34,7 @@ attributes:
     description: Checks the entries and runs no pod.
   diff_mode:
     support: none
+    description: The module changes nothing it could show as a difference (its pods are deleted again).
   idempotent:
     support: full
     description: The pods come and go within the run; a second run validates again and reports no change.

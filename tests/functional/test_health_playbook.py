@@ -33,7 +33,7 @@ def fixture_fake_nvml():
 class Lab:
     def __init__(self, kube, tmp_path, fake_nvml):
         self.kube, self.dir, self.fake_nvml = kube, tmp_path, fake_nvml
-        self.hosts = [kube.unique("health-gpu") for _ in range(4)]
+        self.hosts = [kube.unique("health-gpu") for dummy in range(4)]
         for host in self.hosts:
             kube.node(host, labels={"kubernetes.io/hostname": host})
             self.profile(host, HEALTHY)

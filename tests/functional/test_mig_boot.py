@@ -28,7 +28,7 @@ def boot(libdir, state, declaration):
     env = dict(os.environ, LD_LIBRARY_PATH=str(libdir / "full"), FAKENVML_CONFIG=str(PROFILES / "a100x4-mig.conf"),
                FAKENVML_STATE=str(state), PYTHONPATH=os.pathsep.join(sys.path))
     return subprocess.run([sys.executable, "-m", ENTRY, str(declaration)], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 def instances(state):

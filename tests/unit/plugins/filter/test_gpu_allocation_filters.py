@@ -41,8 +41,9 @@ def test_dra_problems_in_one_line():
 
 def _slice(node, count):
     return {"spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": [
-        {"name": "gpu-%d" % i, "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-%d" % i},
-                                               "productName": {"string": "NVIDIA H100 80GB HBM3"}},
+        {"name": "gpu-%d" % i, "attributes": {
+            "type": {"string": "gpu"}, "uuid": {"string": "GPU-%d" % i},
+            "productName": {"string": "NVIDIA H100 80GB HBM3"}},
          "capacity": {"memory": {"value": "81559Mi"}}} for i in range(count)]}}
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_health as gh
 
-DEFAULTS, _ = gh.check_thresholds({})
+DEFAULTS = gh.check_thresholds({})[0]
 
 
 def only(findings):

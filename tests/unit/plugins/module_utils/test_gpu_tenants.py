@@ -252,7 +252,7 @@ def test_plan_patches_only_what_differs():
     assert [(c.action, c.label) for c in p.changes] == [("delete", "RoleBinding ml-a/gpu-tenant"),
                                                         ("delete", "Role ml-a/gpu-tenant")]
     # no taints: the annotation is removed
-    tenants, tiers, _ = check([tenant()], taints=[])
+    tenants, tiers = check([tenant()], taints=[])[:2]
     p = gt.Plan(tenants, tiers, [], state["namespaces"], state["pcs"], state["objects"])
     assert [c.body for c in p.changes] == [{"metadata": {"annotations": {gt.DEFAULT_TOLERATIONS: None}}}]
 

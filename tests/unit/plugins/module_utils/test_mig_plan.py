@@ -92,7 +92,7 @@ def test_every_shipped_config_on_an_8_gpu_node(config, model):
     for gpu, gpu_plan in zip(gpus, node_plan["gpus"]):
         assert gpu_plan["devices"] == wanted
         assert_valid_layout(gpu, gpu_plan["create"])
-        assert sorted(i["profile"] for i in gpu_plan["create"]) == sorted(p for p, n in wanted.items() for _ in range(n))
+        assert sorted(i["profile"] for i in gpu_plan["create"]) == sorted(p for p, n in wanted.items() for dummy in range(n))
     totals = mp.mig_devices(node_plan)["resources"]
     if specs[0]["mig_enabled"]:
         assert totals == dict(("nvidia.com/mig-" + p.replace("+", "."), 8 * n) for p, n in wanted.items())
