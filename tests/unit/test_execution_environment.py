@@ -18,6 +18,7 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # import name -> the distribution on PyPI that provides it
 DISTRIBUTIONS = {
+    "celpy": "cel-python",
     "kubernetes": "kubernetes",
     "pynvml": "nvidia-ml-py",
     "tomlkit": "tomlkit",
