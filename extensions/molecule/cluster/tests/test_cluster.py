@@ -107,3 +107,28 @@ def test_summary_row(host, summary, core):
 
 def test_validation_pods_are_cleaned_up(core):
     assert core.list_namespaced_pod("gpu-validation").items == []
+
+
+# the lab's two GPU tenants (lab/cluster.yml site-vars: role gpu_tenants): namespace, quota on requests.<resource>,
+# and the default tolerations for the GPU taint the labels role writes
+TENANTS = {"team-t4": "4", "team-h100": "8"}
+
+
+def test_gpu_tenants_have_their_quota_and_the_gpu_taint_s_default_toleration(core):
+    for namespace, gpus in TENANTS.items():
+        quota = core.read_namespaced_resource_quota("gpu-tenant-quota", namespace)
+        assert quota.spec.hard["requests.nvidia.com/gpu"] == gpus
+        annotations = core.read_namespace(namespace).metadata.annotations or {}
+        tolerations = json.loads(annotations["scheduler.alpha.kubernetes.io/defaultTolerations"])
+        assert {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],
+                "effect": GPU_TAINT["effect"]} in tolerations
+
+
+def test_dcgm_exporter_runs_on_every_gpu_node_behind_its_service(core):
+    client = kubernetes.config.new_client_from_config(config_file=os.path.join(STATE, "kubeconfig"))
+    daemonset = kubernetes.client.AppsV1Api(client).read_namespaced_daemon_set(
+        "nvidia-dcgm-exporter", "nvidia-dcgm-exporter")
+    assert daemonset.status.desired_number_scheduled == len(GPU_NODES)
+    assert daemonset.status.number_ready == len(GPU_NODES)
+    service = core.read_namespaced_service("nvidia-dcgm-exporter", "nvidia-dcgm-exporter")
+    assert service.spec.type == "ClusterIP" and [p.port for p in service.spec.ports] == [9400]
