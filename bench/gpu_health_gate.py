@@ -15,11 +15,8 @@ changed, none on the re-run and the guard.
     python bench/gpu_health_gate.py [--nodes 1000]
 """
 import argparse
-import json
 import math
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,10 +26,9 @@ for _path in (os.path.join(ROOT, ".cache", "collections"), os.path.join(ROOT, "t
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import kubernetes  # noqa: E402
-import urllib3  # noqa: E402
 
 import ansible_run  # noqa: E402
+from kubeapi.process import ServerProcess  # noqa: E402
 
 PAGE = 500
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
@@ -52,49 +48,13 @@ UNHEALTHY = {"severity": "unhealthy", "action": "reset_gpu",
 HEALTHY = {"severity": "healthy", "action": "none", "reason": None}
 
 
-class Server:
+class Server(ServerProcess):
     """The API test server in its own process."""
-
-    def __init__(self, workdir):
-        self.kubeconfig = os.path.join(workdir, "kubeconfig")
-        port_file = os.path.join(workdir, "port")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kubeapi", "--tls", "--port", "0",
-                                      "--kubeconfig-out", self.kubeconfig, "--port-file", port_file],
-                                     cwd=os.path.join(ROOT, "tests", "support"),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while not os.path.exists(port_file):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise SystemExit("the API test server did not start")
-            time.sleep(0.1)
-        cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
-        self.core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(cfg))
-        self.http = urllib3.PoolManager(ca_certs=cfg.ssl_ca_cert)
-        self.url = cfg.host
-        self.headers = {"Authorization": cfg.get_api_key_with_prefix("BearerToken", alias="authorization"),
-                        "Content-Type": "application/json"}
-
-    def counts(self):
-        answer = self.http.request("GET", self.url + "/_test/requests", headers=self.headers)
-        return dict((k, v) for k, v in json.loads(answer.data)["counts"].items() if v)
-
-    def reset(self):
-        self.http.request("POST", self.url + "/_test/requests", body=b"{}", headers=self.headers)
 
     def nodes(self, count):
         for i in range(count):
             self.core.create_node({"metadata": {"name": "gpu%04d" % i}, "spec": {"taints": [GPU_TAINT]}})
         self.reset()
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
 
 def gate_nodes(count, unhealthy):
     return [{"name": "gpu%04d" % i, "health": UNHEALTHY if i in unhealthy else HEALTHY} for i in range(count)]

@@ -41,7 +41,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,11 +52,10 @@ for _path in (os.path.join(ROOT, ".cache", "collections"), os.path.join(ROOT, "t
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import kubernetes  # noqa: E402
-import urllib3  # noqa: E402
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
 
 import ansible_run  # noqa: E402
+from kubeapi.process import ServerProcess  # noqa: E402
 
 from ansible_collections.kubegpu.nvidia.plugins.filter.gpu_node_requests import label_facts  # noqa: E402
 from ansible_collections.kubegpu.nvidia.plugins.modules import k8s_gpu_label  # noqa: E402
@@ -86,45 +84,12 @@ def facts_for(index, driver):
             "cuda_driver_version": "12.2", "devices": devices, "machine": "Bench Node"}
 
 
-class Server:
-    """The API test server in its own process."""
+class Server(ServerProcess):
+    """The API test server in its own process, exactly as its CLI runs it (kubelet stand-in on, TCP_NODELAY as
+    Go's net/http)."""
 
     def __init__(self, workdir):
-        self.kubeconfig = os.path.join(workdir, "kubeconfig")
-        port_file = os.path.join(workdir, "port")
-        # the test server exactly as its CLI runs it (kubelet stand-in on, TCP_NODELAY as Go's net/http)
-        self.proc = subprocess.Popen([sys.executable, "-m", "kubeapi", "--tls", "--port", "0",
-                                      "--kubeconfig-out", self.kubeconfig, "--port-file", port_file],
-                                     cwd=os.path.join(ROOT, "tests", "support"),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            self._connect(port_file)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _connect(self, port_file):
-        deadline = time.monotonic() + 60
-        while not os.path.exists(port_file):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the API test server did not start")
-            time.sleep(0.1)
-        cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
-        cfg.connection_pool_maxsize = 8
-        self.client = kubernetes.client.ApiClient(cfg)
-        self.core = kubernetes.client.CoreV1Api(self.client)
-        self.http = urllib3.PoolManager(ca_certs=cfg.ssl_ca_cert)
-        self.url = cfg.host
-        self.headers = {"Authorization": cfg.get_api_key_with_prefix("BearerToken", alias="authorization"),
-                        "Content-Type": "application/json"}
-
-    def counts(self):
-        answer = self.http.request("GET", self.url + "/_test/requests", headers=self.headers)
-        return dict((k, v) for k, v in json.loads(answer.data)["counts"].items() if v)
-
-    def reset(self):
-        self.http.request("POST", self.url + "/_test/requests", body=b"{}", headers=self.headers)
+        super().__init__(workdir, pool_size=8)
 
     def create_nodes(self, names):
         def create(name):
@@ -135,14 +100,6 @@ class Server:
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(create, names))
         self.reset()
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
 
 def run_playbook(server, workdir, nodes):
     """ansible-playbook with the one task, as a user runs it (the default stdout callback); (wall s, changed).
