@@ -113,3 +113,13 @@ def advertises_mig(node):
     if allocatable is None:
         allocatable = (node.get("status") or {}).get("allocatable")
     return any(name.startswith("nvidia.com/mig-") for name in (allocatable or {}))
+
+
+def validation_resource(expected):
+    """The ``nvidia.com/mig-<profile>`` resource of ``expected`` (the module's ``mig_devices.resources``) that the
+    validation pod requests: the one with the most devices (the smallest profile), by name on a tie; "" when the
+    node has no MIG device."""
+    names = [name for name in (expected or {}) if name.startswith("nvidia.com/mig-")]
+    if not names:
+        return ""
+    return sorted(names, key=lambda name: (-int(expected[name]), name))[0]

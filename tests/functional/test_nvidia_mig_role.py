@@ -233,6 +233,9 @@ def test_repartition_waits_for_the_new_mig_resources_the_node_advertises(node, k
     kube.apps().create_namespaced_daemon_set(ns, {"metadata": {"name": "nvidia-device-plugin"}, "spec": {
         "selector": {"matchLabels": {"app": "nvidia-device-plugin"}},
         "template": {"metadata": {"labels": {"app": "nvidia-device-plugin"}}, "spec": spec}}})
+    # the validation pod's runtime class (the device plugin role creates it on a cluster)
+    kubernetes.client.NodeV1Api(kube.api_client()).create_runtime_class(
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"})
     allocatable = core.read_node(NODE).status.allocatable or {}
     assert allocatable.get("nvidia.com/mig-3g.20gb") == "2"  # the profile's own layout: GPU 0 3g.20gb x2
 
@@ -241,6 +244,12 @@ def test_repartition_waits_for_the_new_mig_resources_the_node_advertises(node, k
     assert run.rc == 0, failure(run)
     waited = [res for _h, name, res in run.events() if name == "Wait for the node to advertise its MIG devices"][0]
     assert not waited.get("skipped"), waited
+    # then a validation pod that requested one of the new MIG devices (the most numerous) passed on the node
+    validated = [res for _h, name, res in run.events() if name == "Validate the GPU nodes"]
+    assert len(validated) == 1 and validated[0]["nodes"] == [NODE], validated
+    assert [(r["node"], r["passed"]) for r in validated[0]["results"]] == [(NODE, True)], validated[0]["results"]
+    template = validated[0]["invocation"]["module_args"]["pod_template"]
+    assert template["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.5gb": 1}
     allocatable = core.read_node(NODE).status.allocatable
     assert {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/mig-")} == {
         "nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4", "nvidia.com/mig-3g.20gb": "4"}
