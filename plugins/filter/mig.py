@@ -2,7 +2,7 @@
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters kubegpu.nvidia.mig_decide, kubegpu.nvidia.mig_state_patch, kubegpu.nvidia.mig_reboot_blockers,
-kubegpu.nvidia.mig_resources_missing and kubegpu.nvidia.mig_advertised: the
+kubegpu.nvidia.mig_resources_missing, kubegpu.nvidia.mig_advertised and kubegpu.nvidia.mig_validation_resource: the
 decisions of the role nvidia_mig (module_utils/mig_role.py)."""
 
 from __future__ import absolute_import, division, print_function
@@ -59,9 +59,19 @@ def mig_advertised(node):
     return mig_role.advertises_mig(node if isinstance(node, dict) else {})
 
 
+def mig_validation_resource(expected):
+    """The MIG resource the validation pod of a changed node requests ("" when there is none)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+
+    if not isinstance(expected, dict):
+        raise AnsibleFilterError("mig_validation_resource expects a dict of resource name to count")
+    return mig_role.validation_resource(expected)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
         return {"mig_decide": mig_decide, "mig_state_patch": mig_state_patch, "mig_reboot_blockers": mig_reboot_blockers,
-                "mig_resources_missing": mig_resources_missing, "mig_advertised": mig_advertised}
+                "mig_resources_missing": mig_resources_missing, "mig_advertised": mig_advertised,
+                "mig_validation_resource": mig_validation_resource}

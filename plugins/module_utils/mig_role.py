@@ -106,6 +106,20 @@ def resources_missing(expected, allocatable):
 def advertises_mig(node):
     """Whether the node (as read before the change) advertises ``nvidia.com/mig-*`` resources: a device plugin with
     the ``mixed`` strategy runs there, so the role can wait for the new counts. On a new cluster the device plugin
-    comes later in the site run (its play checks what each node advertises)."""
-    status = (node or {}).get("status") or {}
-    return any(name.startswith("nvidia.com/mig-") for name in (status.get("allocatable") or {}))
+    comes later in the site run (its play checks what each node advertises). ``node``: the Node object
+    (``status.allocatable``) or a node record as listed (``allocatable``)."""
+    node = node or {}
+    allocatable = node.get("allocatable")
+    if allocatable is None:
+        allocatable = (node.get("status") or {}).get("allocatable")
+    return any(name.startswith("nvidia.com/mig-") for name in (allocatable or {}))
+
+
+def validation_resource(expected):
+    """The ``nvidia.com/mig-<profile>`` resource of ``expected`` (the module's ``mig_devices.resources``) that the
+    validation pod requests: the one with the most devices (the smallest profile), by name on a tie; "" when the
+    node has no MIG device."""
+    names = [name for name in (expected or {}) if name.startswith("nvidia.com/mig-")]
+    if not names:
+        return ""
+    return sorted(names, key=lambda name: (-int(expected[name]), name))[0]

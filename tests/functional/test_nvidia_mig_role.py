@@ -234,6 +234,9 @@ def test_repartition_waits_for_the_new_mig_resources_the_node_advertises(node, k
     kube.apps().create_namespaced_daemon_set(ns, {"metadata": {"name": "nvidia-device-plugin"}, "spec": {
         "selector": {"matchLabels": {"app": "nvidia-device-plugin"}},
         "template": {"metadata": {"labels": {"app": "nvidia-device-plugin"}}, "spec": spec}}})
+    # the validation pod's runtime class (the device plugin role creates it on a cluster)
+    kubernetes.client.NodeV1Api(kube.api_client()).create_runtime_class(
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"})
     allocatable = core.read_node(NODE).status.allocatable or {}
     assert allocatable.get("nvidia.com/mig-3g.20gb") == "2"  # the profile's own layout: GPU 0 3g.20gb x2
 
@@ -242,8 +245,113 @@ def test_repartition_waits_for_the_new_mig_resources_the_node_advertises(node, k
     assert run.rc == 0, failure(run)
     waited = [res for _h, name, res in run.events() if name == "Wait for the node to advertise its MIG devices"][0]
     assert not waited.get("skipped"), waited
+    # then a validation pod that requested one of the new MIG devices (the most numerous) passed on the node
+    validated = [res for _h, name, res in run.events() if name == "Validate the GPU nodes"]
+    assert len(validated) == 1 and validated[0]["nodes"] == [NODE], validated
+    assert [(r["node"], r["passed"]) for r in validated[0]["results"]] == [(NODE, True)], validated[0]["results"]
+    template = validated[0]["invocation"]["module_args"]["pod_template"]
+    assert template["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.5gb": 1}
     allocatable = core.read_node(NODE).status.allocatable
     assert {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/mig-")} == {
         "nvidia.com/mig-1g.5gb": "8", "nvidia.com/mig-2g.10gb": "4", "nvidia.com/mig-3g.20gb": "4"}
     labels, _annotations, cordoned, _taints = meta(cluster)
     assert labels[STATE] == "success" and not cordoned
+
+
+def site_mig_plays():
+    """The two MIG plays of playbooks/site.yml as they are (the play connection's module_defaults left out: the
+    run's kubeconfig gives it)."""
+    import yaml
+    plays = [play for play in yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
+             if "mig" in play.get("tags", [])]
+    assert [play["hosts"] for play in plays] == ["kubegpu_gpu", "kubegpu_mig_change"]
+    for play in plays:
+        play.pop("module_defaults", None)
+    return plays
+
+
+def run_site_plays(cluster, records):
+    """site.yml's MIG plays over two GPU hosts, the control host holding the nodes as the preflight listed them."""
+    preflight = {"hosts": "localhost", "gather_facts": False,
+                 "tasks": [{"name": "Keep the nodes as the preflight listed them",
+                            "ansible.builtin.set_fact": {"k8s_gpu_node_nodes": records}}]}
+    plays = site_mig_plays()
+    for play in plays:
+        play["environment"] = cluster["env"]
+    playbook = cluster["dir"] / "site-mig.yml"
+    playbook.write_text(json.dumps([preflight] + plays))
+    inventory = cluster["dir"] / "site-inventory.json"
+    common = {"ansible_connection": "local", "nvidia_mig_boot_unit": False, "nvidia_mig_wait_resources": False,
+              "nvidia_mig_drain_timeout": 5, "nvidia_mig_drain_delay": 1, "nvidia_mig_nvidia_smi": str(SMI)}
+    inventory.write_text(json.dumps({"all": {
+        "hosts": {"localhost": {"ansible_connection": "local"}},
+        "children": {"kubegpu_gpu": {"hosts": {"gpu-a": dict(common, kubegpu_node_name=NODE),
+                                               "gpu-b": dict(common, kubegpu_node_name="node-b")}}}}}))
+    return ansible_run.run_playbook(playbook, inventory, kubeconfig=cluster["kubeconfig"],
+                                    env={"ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".cache" / "collections")})
+
+
+def play_hosts(run, name):
+    """[[hosts of one task] per task] of each run of the play named (one run per serial batch)."""
+    return [[sorted(task["hosts"]) for task in play["tasks"]] for play in run.data["plays"]
+            if play["play"]["name"] == name]
+
+
+def test_site_decides_every_node_at_once_and_changes_only_the_nodes_that_need_it(node):
+    cluster = node("a100x4-mig", {"nvidia.com/mig.config": "all-balanced"})
+    cluster["core"].create_node({"apiVersion": "v1", "kind": "Node",
+                                 "metadata": {"name": "node-b", "labels": {"kubernetes.io/hostname": "node-b"}}})
+    workload_pod(cluster, "trainer", gpus=1)
+    workload_pod(cluster, "web")
+    records = [{"name": NODE, "labels": {"nvidia.com/mig.config": "all-balanced"}, "allocatable": {}},
+               {"name": "node-b", "labels": {}, "allocatable": {}}]
+
+    run = run_site_plays(cluster, records)
+    assert run.rc == 0, failure(run)
+    # one pass over both hosts (no serial), the node labels taken from the preflight's list: no read of any node
+    decide = play_hosts(run, "Decide each GPU node's MIG geometry")
+    assert len(decide) == 1 and ["gpu-a", "gpu-b"] in decide[0]
+    reads = [res for _h, name, res in run.events() if name == "Read the node"]
+    assert len(reads) == 2 and all(res.get("skipped") for res in reads)
+    # the NVML read only where a config is declared
+    planned = {h: res for h, name, res in run.events() if name == "Read the GPUs' MIG geometry and plan the change"}
+    assert not planned["gpu-a"].get("skipped") and planned["gpu-b"].get("skipped")
+    # the serial play ran the one node that changes
+    applied = play_hosts(run, "Partition the GPUs into MIG devices, one node at a time")
+    assert applied and all(hosts == ["gpu-a"] for batch in applied for hosts in batch)
+    labels, _annotations, cordoned, _taints = meta(cluster)
+    assert labels[STATE] == "success" and not cordoned
+    assert [name for name, _phase in pods(cluster)] == ["web"]
+    assert STATE not in (cluster["core"].read_node("node-b").metadata.labels or {})
+    count = writes(cluster)
+
+    # the next run: the preflight lists node-a at success; nothing is grouped, no serial pass, no write
+    records[0]["labels"][STATE] = "success"
+    again = run_site_plays(cluster, records)
+    assert again.rc == 0, failure(again)
+    assert play_hosts(again, "Partition the GPUs into MIG devices, one node at a time") in ([], [[]])
+    assert not any(res.get("changed") for _h, _n, res in again.events())
+    assert writes(cluster) == count
+
+
+def test_site_records_success_on_a_node_already_at_its_geometry(node):
+    """A node at its declared geometry whose state was never recorded: state success, no eviction, no NVML write."""
+    cluster = node("a100x4-mig")
+    workload_pod(cluster, "trainer", gpus=1)
+    records = [{"name": NODE, "labels": {}, "allocatable": {}}, {"name": "node-b", "labels": {}, "allocatable": {}}]
+    cluster["core"].create_node({"apiVersion": "v1", "kind": "Node",
+                                 "metadata": {"name": "node-b", "labels": {"kubernetes.io/hostname": "node-b"}}})
+    first = run_site_plays(cluster, [dict(records[0], labels={"nvidia.com/mig.config": "all-balanced"}), records[1]])
+    assert first.rc == 0, failure(first)
+    cluster["core"].patch_node(NODE, {"metadata": {"labels": {STATE: None}}})
+    workload_pod(cluster, "trainer2", gpus=1)
+    count = writes(cluster)
+
+    run = run_site_plays(cluster, [dict(records[0], labels={"nvidia.com/mig.config": "all-balanced"}), records[1]])
+    assert run.rc == 0, failure(run)
+    ran = [name for _h, name, res in run.events() if not res.get("skipped")]
+    assert "Evict the node's GPU work and pause its GPU daemons" not in ran and "Apply the MIG config" not in ran
+    assert "Record the node's MIG geometry as done" in ran
+    assert meta(cluster)[0][STATE] == "success"
+    assert "trainer2" in [name for name, _phase in pods(cluster)]
+    assert writes(cluster) == count

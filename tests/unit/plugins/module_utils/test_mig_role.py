@@ -131,6 +131,22 @@ def test_boot_files_of_the_role_are_what_the_boot_entry_imports():
     ({"status": {"allocatable": {"nvidia.com/gpu": "4"}}}, False),  # strategy none/single: nothing to wait for
     ({"status": {}}, False),  # no device plugin yet (a new cluster: its play comes later)
     ({}, False),
+    # a node record as the preflight's dry run lists it (k8s_gpu_label return_nodes)
+    ({"name": "lab-a100", "labels": {}, "allocatable": {"nvidia.com/mig-1g.5gb": "8"}}, True),
+    ({"name": "lab-t4", "labels": {}, "allocatable": {"nvidia.com/gpu": "1"}}, False),
 ])
 def test_advertises_mig(the_node, waits):
     assert mig_role.advertises_mig(the_node) is waits
+
+
+@pytest.mark.parametrize("expected, resource", [
+    # all-balanced on 4 x A100-40GB (the module's mig_devices.resources): the most numerous, the smallest profile
+    ({"nvidia.com/mig-1g.5gb": 8, "nvidia.com/mig-2g.10gb": 4, "nvidia.com/mig-3g.20gb": 4}, "nvidia.com/mig-1g.5gb"),
+    # a tie: by name
+    ({"nvidia.com/mig-3g.40gb": 2, "nvidia.com/mig-2g.20gb": 2}, "nvidia.com/mig-2g.20gb"),
+    # all-disabled: whole GPUs only, no MIG device to ask for
+    ({"nvidia.com/gpu": 4}, ""),
+    ({}, ""),
+])
+def test_validation_resource(expected, resource):
+    assert mig_role.validation_resource(expected) == resource
