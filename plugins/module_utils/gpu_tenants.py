@@ -370,10 +370,16 @@ def node_allocatable(nodes):
 
 def rows_allocatable(rows):
     """{resource: total} of the ``nvidia.com/`` resources in the device plugin role's capacity rows
-    (``k8s_device_plugin_capacity``: per GPU node, its ``allocatable`` as the role last read it)."""
+    (``k8s_device_plugin_capacity``: per GPU node, what the node model ``expected`` it to advertise under its
+    configuration, else its ``allocatable`` as the role last read it). The model's figure counts: in check mode
+    (nothing applied) a new node advertises nothing yet, and a node that falls short is the device plugin role's
+    finding, not the quotas'."""
     totals = {}
     for row in rows:
-        for key, value in (row.get("allocatable") or {}).items():
+        resources = row.get("expected")
+        if resources is None:
+            resources = row.get("allocatable") or {}
+        for key, value in resources.items():
             if key.startswith("nvidia.com/"):
                 totals[key] = totals.get(key, 0) + _count(value)
     return totals

@@ -146,8 +146,10 @@ options:
   capacity:
     description:
       - The GPU nodes' capacity as the C(kubegpu.nvidia.k8s_device_plugin) role recorded it
-        (C(k8s_device_plugin_capacity), one row per GPU node with its C(allocatable)); O(capacity_check) then
-        compares the quotas with the sum of those rows' C(allocatable) and the module lists no nodes.
+        (C(k8s_device_plugin_capacity), one row per GPU node with what the node model C(expected) it to advertise
+        and its C(allocatable)); O(capacity_check) then compares the quotas with the sum of the rows' C(expected)
+        (else C(allocatable)) and the module lists no nodes. So in check mode, before the device plugin runs on new
+        nodes, the quotas are checked against what the run would leave.
       - Empty (the default) lists the nodes and sums their C(status.allocatable).
     type: list
     elements: dict

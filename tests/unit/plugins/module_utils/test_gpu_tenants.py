@@ -197,6 +197,17 @@ def test_rows_allocatable_sums_the_device_plugin_roles_capacity_rows():
     assert checked == [{"resource": "nvidia.com/gpu", "quota": 13, "allocatable": 12}] and len(warnings) == 1
 
 
+def test_rows_allocatable_counts_what_the_node_model_expects():
+    # check mode on new nodes: the device plugin has not run, so nothing is advertised yet, but the node model says
+    # what each node will advertise under its configuration; a node that falls short counts its configuration too
+    rows = [{"node": "h100", "expected": {"nvidia.com/gpu": 8}, "allocatable": {}},
+            {"node": "t4", "expected": {"nvidia.com/gpu": 4}, "allocatable": {"nvidia.com/gpu": 1}},
+            {"node": "a100", "expected": {}, "allocatable": {}}]
+    assert gt.rows_allocatable(rows) == {"nvidia.com/gpu": 12}
+    checked, warnings = gt.check_capacity([present(quota={"nvidia.com/gpu": 12})], gt.rows_allocatable(rows))
+    assert checked == [{"resource": "nvidia.com/gpu", "quota": 12, "allocatable": 12}] and warnings == []
+
+
 def plan(tenants, namespaces=(), pcs=(), objects=None, tiers=None):
     tenants, tiers, tolerations = check(tenants, tiers)
     objs = {kind: [] for kind in gt.TENANT_KINDS}
