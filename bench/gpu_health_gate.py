@@ -56,6 +56,7 @@ class Server(ServerProcess):
             self.core.create_node({"metadata": {"name": "gpu%04d" % i}, "spec": {"taints": [GPU_TAINT]}})
         self.reset()
 
+
 def gate_nodes(count, unhealthy):
     return [{"name": "gpu%04d" % i, "health": UNHEALTHY if i in unhealthy else HEALTHY} for i in range(count)]
 

@@ -101,6 +101,7 @@ class Server(ServerProcess):
             list(pool.map(create, names))
         self.reset()
 
+
 def run_playbook(server, workdir, nodes):
     """ansible-playbook with the one task, as a user runs it (the default stdout callback); (wall s, changed).
 

@@ -58,6 +58,7 @@ class Server(ServerProcess):
                                         _content_type="application/strategic-merge-patch+json")
         self.reset()
 
+
 def tenants(count):
     out = []
     for i in range(count):
