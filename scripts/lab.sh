@@ -7,6 +7,9 @@
 #                          toolkit mirror (lab/cluster.yml), and kubegpu.nvidia.site over the lab,
 #                          ending with its summary; run it again and nothing changes
 #   scripts/lab.sh down    remove the nodes, stop both servers, remove lab/.state
+#   scripts/lab.sh xid NODE XID[:GPU]...   give a running node's kernel log these Xid lines
+#   scripts/lab.sh xid NODE clear          empty it again (lab_kernel_log_xids of the inventory
+#                          is written back by the next nodes or up)
 #
 # Nodes: kubegpu-lab-h100 (h100x8), kubegpu-lab-a100 (a100x4-mig), kubegpu-lab-t4 (t4x1),
 # kubegpu-lab-cpu (cpu); their profiles are in lab/inventory.yml.
@@ -26,7 +29,7 @@ nodes=(
 )
 
 usage() {
-    sed -n '2,12s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,15s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -118,6 +121,24 @@ down() {
     done
 }
 
+# Rewrite one node's kernel log (lab/prepare.yml, tag lab_kernel_log) with the Xids given,
+# which the lab's health read (kubegpu.nvidia.health, site) then finds.
+xid() {
+    local name=$1
+    shift
+    [ $# -gt 0 ] || usage
+    if [ $# -eq 1 ] && [ "$1" = clear ]; then
+        set --
+    fi
+    ansible-playbook -i lab/inventory.yml lab/prepare.yml --limit "$name" --tags lab_kernel_log \
+        -e "$(python3 -c 'import json, sys; print(json.dumps({"lab_kernel_log_xids": sys.argv[1:]}))' "$@")"
+}
+
+if [ $# -ge 2 ] && [ "$1" = xid ]; then
+    shift
+    xid "$@"
+    exit
+fi
 [ $# -eq 1 ] || usage
 case "$1" in
     build) build ;;

@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 import ansible_run
+from fakenvml import xidlog
 from fakenvml.profile import PROFILES, load_profile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -55,6 +56,8 @@ KERNEL_LOG = (
 CASES = {
     "healthy": ("h100x8", {"kernel_log": "none"}, {}),
     "healthy-t4": ("t4x1", {"kernel_log": "none"}, {}),
+    # the lab's T4 node after `scripts/lab.sh xid kubegpu-lab-t4 79` (tests/support/fakenvml/xidlog.py)
+    "lab-t4-xid79": ("t4x1", {"kernel_log": "file", "kernel_log_path": "@lab-t4.log"}, {}),
     "faults": ("h100x8-faults", {"kernel_log": "file", "kernel_log_path": "@kernel.log"}, {}),
     "faults-check-mode": ("h100x8-faults", {"kernel_log": "file", "kernel_log_path": "@kernel.log"},
                           {"check_mode": True}),
@@ -110,6 +113,9 @@ def results(libdir, tmp_path_factory):
         args = dict(args)
         if args.get("kernel_log_path") == "@kernel.log":
             args["kernel_log_path"] = str(log)
+        elif args.get("kernel_log_path") == "@lab-t4.log":
+            args["kernel_log_path"] = str(tmp / "lab-t4.log")
+            (tmp / "lab-t4.log").write_text(xidlog.render("t4x1", [79]))
         elif args.get("kernel_log_path") == "@":
             args["kernel_log_path"] = str(tmp)  # a folder: cannot be read as a log
         env = {"LD_LIBRARY_PATH": str(libdir / "full"), "FAKENVML_CONFIG": str(config), "PATH": clean_path}
@@ -177,6 +183,15 @@ def test_turing_retires_pages_and_has_no_row_remapper(results):
     assert gpu["severity"] == "healthy"
     assert gpu["signals"]["retired_pages"] == {"single_bit": 0, "double_bit": 0, "pending": False}
     assert gpu["not_supported"] == ["fabric", "row_remap"]
+
+
+def test_the_lab_xid_line_reaches_its_gpu(results):
+    health = health_of(results, "lab-t4-xid79")
+    assert (health["severity"], health["action"]) == ("unhealthy", "reboot_node")
+    assert health["reason"].startswith("GPU 0 (00000000:00:1E.0): Xid 79")
+    assert health["gpus"][0]["xids"] == [{"xid": 79, "count": 1, "ignored": False,
+                                          "last_message": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}]
+    assert (health["kernel_log"]["xid_events"], health["kernel_log"]["stray_xids"]) == (1, [])
 
 
 # --- one fault per GPU --------------------------------------------------------------------------------------------
