@@ -71,12 +71,12 @@ stage_sanity() {
 PYTEST_PARALLEL=(-n auto --dist loadfile)
 
 stage_unit() {
-    pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" tests/unit
+    pytest -q -p no:cacheprovider --durations=30 "${PYTEST_PARALLEL[@]}" tests/unit
 }
 
 stage_functional() {
     scripts/build-fakenvml.sh >/dev/null
-    pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" tests/functional
+    pytest -q -p no:cacheprovider --durations=30 "${PYTEST_PARALLEL[@]}" tests/functional
 }
 
 stage_molecule() {
@@ -84,12 +84,14 @@ stage_molecule() {
     # Molecule finds the scenarios and the shared base config extensions/molecule/config.yml
     # (no Galaxy: prerun off, dependency step = scripts/lab.sh build).
     scripts/lab.sh build >/dev/null
-    local file scenario failed=()
+    local file scenario start failed=()
     for file in extensions/molecule/*/molecule.yml; do
         [ -f "$file" ] || continue
         scenario=$(basename "$(dirname "$file")")
         banner "molecule $scenario"
+        start=$SECONDS
         molecule test -s "$scenario" || failed+=("$scenario")
+        echo "molecule $scenario: $((SECONDS - start)) s"
     done
     if [ ${#failed[@]} -gt 0 ]; then
         echo "molecule scenarios failed: ${failed[*]}" >&2
@@ -97,8 +99,31 @@ stage_molecule() {
     fi
 }
 
+# Each stage's elapsed seconds at its end, and a table of all of them when the run ends (passed or
+# not): CI logs then show where the suite's time goes (docs/testing.md). The stage runs as before
+# (not inside `if`, which would turn set -e off in it); the EXIT trap adds the one that failed.
+timings=() current='' stage_start=0
+report() {
+    local rc=$? row stage seconds note
+    [ -z "$current" ] || timings+=("$current $((SECONDS - stage_start)) failed")
+    [ ${#timings[@]} -gt 0 ] || return "$rc"
+    banner "time per stage"
+    printf '%-12s %8s\n' stage seconds
+    for row in "${timings[@]}"; do
+        read -r stage seconds note <<<"$row"
+        printf '%-12s %8s %s\n' "$stage" "$seconds" "${note:-}"
+    done
+    printf '%-12s %8s\n' total "$SECONDS"
+    return "$rc"
+}
+trap report EXIT
+
 for stage in "${stages[@]}"; do
     banner "$stage"
+    current=$stage stage_start=$SECONDS
     "stage_$stage"
+    current=''
+    timings+=("$stage $((SECONDS - stage_start))")
+    echo "stage $stage: $((SECONDS - stage_start)) s"
 done
 banner "all stages passed: ${stages[*]}"
