@@ -14,22 +14,37 @@ banner() { printf '\n=== %s ===\n' "$*"; }
 stage_build() {
     # The collection builds, installs into an empty path, and ansible-doc reads every
     # module, inventory plugin and role's argument spec from the installed copy.
-    local out="$KUBEGPU_ROOT/.cache/build" name kind
+    local out="$KUBEGPU_ROOT/.cache/build" kind names
     rm -rf "$out"; mkdir -p "$out"
     ansible-galaxy collection build --force --output-path "$out" . >/dev/null
     ansible-galaxy collection install --force --no-deps -p "$out/installed" "$out"/kubegpu-nvidia-*.tar.gz >/dev/null
-    for path in plugins/modules/*.py plugins/inventory/*.py roles/*/; do
-        [ -e "$path" ] || continue
-        case "$path" in roles/*) kind=role ;; plugins/inventory/*) kind=inventory ;; *) kind=module ;; esac
-        name=$(basename "$path" .py)
-        ANSIBLE_COLLECTIONS_PATH="$out/installed" ansible-doc -t "$kind" --json "kubegpu.nvidia.$name" \
-            | python -c 'import json, sys; doc = json.load(sys.stdin); sys.exit(0 if doc.get(sys.argv[1]) else 1)' \
-                "kubegpu.nvidia.$name" \
-            || { echo "ansible-doc cannot read $kind kubegpu.nvidia.$name from the built collection" >&2; return 1; }
-        echo "ansible-doc -t $kind kubegpu.nvidia.$name: ok"
+    # one ansible-doc call per plugin type with every name of that type (each call costs a start of
+    # Ansible, about a second of CPU); every name must come back with its documentation
+    for kind in module inventory role; do
+        case "$kind" in
+            module) names=$(ls plugins/modules/*.py 2>/dev/null || true) ;;
+            inventory) names=$(ls plugins/inventory/*.py 2>/dev/null || true) ;;
+            role) names=$(ls -d roles/*/ 2>/dev/null || true) ;;
+        esac
+        [ -n "$names" ] || continue
+        # shellcheck disable=SC2046  # one argument per name
+        ANSIBLE_COLLECTIONS_PATH="$out/installed" ansible-doc -t "$kind" --json \
+            $(for name in $names; do echo "kubegpu.nvidia.$(basename "$name" .py)"; done) \
+            | python -c '
+import json, sys
+doc = json.load(sys.stdin)
+kind, names = sys.argv[1], sys.argv[2:]
+missing = [name for name in names if not doc.get(name)]
+for name in names:
+    if name not in missing:
+        print("ansible-doc -t %s %s: ok" % (kind, name))
+for name in missing:
+    print("ansible-doc cannot read %s %s from the built collection" % (kind, name), file=sys.stderr)
+sys.exit(1 if missing else 0)' "$kind" $(for name in $names; do echo "kubegpu.nvidia.$(basename "$name" .py)"; done) \
+            || return 1
     done
-    # Galaxy's own importer accepts the tarball (role READMEs, docs, plugin loading, ansible-lint as Galaxy
-    # runs it; ansible-test is off here, the sanity stage runs it)
+    # Galaxy's own importer accepts the tarball (role READMEs, docs, plugin loading; ansible-test and
+    # ansible-lint are off here: the sanity and lint stages run them, scripts/galaxy-importer.cfg)
     local log="$out/galaxy-importer.log"
     if ! (cd "$out" && GALAXY_IMPORTER_CONFIG="$KUBEGPU_ROOT/scripts/galaxy-importer.cfg" \
             "$KUBEGPU_ROOT/.cache/galaxy-importer-venv/bin/python" -m galaxy_importer.main kubegpu-nvidia-*.tar.gz \
@@ -71,12 +86,12 @@ stage_sanity() {
 PYTEST_PARALLEL=(-n auto --dist loadfile)
 
 stage_unit() {
-    pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" tests/unit
+    pytest -q -p no:cacheprovider --durations=30 "${PYTEST_PARALLEL[@]}" tests/unit
 }
 
 stage_functional() {
     scripts/build-fakenvml.sh >/dev/null
-    pytest -q -p no:cacheprovider "${PYTEST_PARALLEL[@]}" tests/functional
+    pytest -q -p no:cacheprovider --durations=30 "${PYTEST_PARALLEL[@]}" tests/functional
 }
 
 stage_molecule() {
@@ -84,12 +99,14 @@ stage_molecule() {
     # Molecule finds the scenarios and the shared base config extensions/molecule/config.yml
     # (no Galaxy: prerun off, dependency step = scripts/lab.sh build).
     scripts/lab.sh build >/dev/null
-    local file scenario failed=()
+    local file scenario start failed=()
     for file in extensions/molecule/*/molecule.yml; do
         [ -f "$file" ] || continue
         scenario=$(basename "$(dirname "$file")")
         banner "molecule $scenario"
+        start=$SECONDS
         molecule test -s "$scenario" || failed+=("$scenario")
+        echo "molecule $scenario: $((SECONDS - start)) s"
     done
     if [ ${#failed[@]} -gt 0 ]; then
         echo "molecule scenarios failed: ${failed[*]}" >&2
@@ -97,8 +114,31 @@ stage_molecule() {
     fi
 }
 
+# Each stage's elapsed seconds at its end, and a table of all of them when the run ends (passed or
+# not): CI logs then show where the suite's time goes (docs/testing.md). The stage runs as before
+# (not inside `if`, which would turn set -e off in it); the EXIT trap adds the one that failed.
+timings=() current='' stage_start=0
+report() {
+    local rc=$? row stage seconds note
+    [ -z "$current" ] || timings+=("$current $((SECONDS - stage_start)) failed")
+    [ ${#timings[@]} -gt 0 ] || return "$rc"
+    banner "time per stage"
+    printf '%-12s %8s\n' stage seconds
+    for row in "${timings[@]}"; do
+        read -r stage seconds note <<<"$row"
+        printf '%-12s %8s %s\n' "$stage" "$seconds" "${note:-}"
+    done
+    printf '%-12s %8s\n' total "$SECONDS"
+    return "$rc"
+}
+trap report EXIT
+
 for stage in "${stages[@]}"; do
     banner "$stage"
+    current=$stage stage_start=$SECONDS
     "stage_$stage"
+    current=''
+    timings+=("$stage $((SECONDS - stage_start))")
+    echo "stage $stage: $((SECONDS - stage_start)) s"
 done
 banner "all stages passed: ${stages[*]}"
