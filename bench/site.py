@@ -20,7 +20,14 @@ medians (every sample is printed): a run takes some 10 s on a shared 2-core mach
 drifts by a tenth or more from one minute to the next, and a ratio of two single runs moves with it.
 Every no-op re-run must change nothing.
 
-Usage: . scripts/env.sh && python bench/site.py [--keep] [--repeat N]
+Per GPU host (the lab's hosts whose lab_gpu_profile is not cpu) it prints the no-op re-run's module runs
+(results of tasks that ran a module on that host; a task delegated to the control host counts for the
+host it ran for) and task slots (every result the host got, skipped ones included).
+
+With --nodes 4 8 it does all this for the four-node lab, then again for the eight-node one (LAB_NODES=8:
+lab/inventory-8.yml, one more node of each profile), and prints what the four added nodes cost.
+
+Usage: . scripts/env.sh && python bench/site.py [--keep] [--repeat N] [--nodes 4 [8]]
 The lab is recreated first (scripts/lab.sh down, then nodes and lab/cluster.yml) so the first
 run starts from bare nodes; it is removed at the end unless --keep.
 """
@@ -34,7 +41,7 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-INVENTORY = ROOT / "lab" / "inventory.yml"
+INVENTORIES = {4: ROOT / "lab" / "inventory.yml", 8: ROOT / "lab" / "inventory-8.yml"}
 SITE_VARS = ROOT / "lab" / ".state" / "site-vars.yml"
 TARGET_RATIO = 4.0
 sys.path.insert(0, str(ROOT / "tests" / "support"))
@@ -55,15 +62,37 @@ PING = """
 """
 
 
-def sh(*cmd):
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+def sh(nodes, *cmd):
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, LAB_NODES=str(nodes)))
 
 
-def play(*args):
-    """Run ansible-playbook with the JSON callback; return (seconds, tasks, results, changed, anatomy)."""
+def gpu_hosts(nodes):
+    """The lab's GPU hosts (lab_gpu_profile other than cpu) in the inventory of ``nodes`` nodes."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    hosts = yaml.safe_load(INVENTORIES[nodes].read_text())["gpu_nodes"]["hosts"]
+    return [name for name, hostvars in hosts.items() if hostvars.get("lab_gpu_profile") != "cpu"]
+
+
+def per_host(out, hosts):
+    """{host: (module runs, task slots)} of a run's JSON callback output ``out``, for ``hosts``."""
+    found = dict((host, [0, 0]) for host in hosts)
+    for one_play in out["plays"]:
+        for task in one_play["tasks"]:
+            for host, result in task["hosts"].items():
+                if host not in found:
+                    continue
+                found[host][1] += 1
+                if not result.get("skipped") and result.get("action", "").rsplit(".", 1)[-1] not in CONTROLLER_ACTIONS:
+                    found[host][0] += 1
+    return dict((host, tuple(counts)) for host, counts in found.items())
+
+
+def play(inventory, *args):
+    """Run ansible-playbook with the JSON callback; return (seconds, tasks, results, changed, anatomy, out)."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
     started = time.perf_counter()
-    proc = subprocess.run(["ansible-playbook", "-i", str(INVENTORY)] + list(args), cwd=ROOT, env=env,
+    proc = subprocess.run(["ansible-playbook", "-i", str(inventory)] + list(args), cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
@@ -77,7 +106,7 @@ def play(*args):
             tasks += 1 if ran else 0
             results += len(ran)
     changed = sum(s.get("changed", 0) for s in out["stats"].values())
-    return seconds, tasks, results, changed, anatomy(out, seconds)
+    return seconds, tasks, results, changed, anatomy(out, seconds), out
 
 
 def anatomy(out, wall):
@@ -106,33 +135,48 @@ def anatomy(out, wall):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="leave the lab running afterwards")
+    parser.add_argument("--keep", action="store_true", help="leave the (last) lab running afterwards")
     parser.add_argument("--repeat", type=int, default=3, help="no-op re-runs and one-task runs, in turn (median)")
+    parser.add_argument("--nodes", type=int, nargs="+", choices=sorted(INVENTORIES), default=[4],
+                        help="lab sizes to measure, one after the other")
     args = parser.parse_args()
+    sizes = {}
+    for index, nodes in enumerate(args.nodes):
+        sizes[nodes] = measure(nodes, args.repeat, keep=args.keep and index == len(args.nodes) - 1)
+        if sizes[nodes] is None:
+            return 1
+    if len(sizes) > 1:
+        compare(sizes)
+    return 0
 
-    print("recreating the lab (scripts/lab.sh down; nodes; lab/cluster.yml) ...", flush=True)
-    sh("scripts/lab.sh", "down")
-    sh("scripts/lab.sh", "nodes")
-    sh("ansible-playbook", "-i", str(INVENTORY), "lab/cluster.yml")
+
+def measure(nodes, repeat, keep=False):
+    """Measure the lab of ``nodes`` nodes; print its figures; return (no-op median, one-task median, GPU hosts)."""
+    inventory = INVENTORIES[nodes]
+    print("recreating the %d-node lab (scripts/lab.sh down; nodes; lab/cluster.yml) ..." % nodes, flush=True)
+    sh(nodes, "scripts/lab.sh", "down")
+    sh(nodes, "scripts/lab.sh", "nodes")
+    sh(nodes, "ansible-playbook", "-i", str(inventory), "lab/cluster.yml")
     site = ["-e", "@%s" % SITE_VARS, "kubegpu.nvidia.site"]
     try:
-        first = play(*site)
+        first = play(inventory, *site)
         noops, pings = [], []
         with tempfile.NamedTemporaryFile("w", suffix=".yml", dir=ROOT / "lab" / ".state") as ping:
             ping.write(PING)
             ping.flush()
-            for _round in range(max(args.repeat, 1)):
-                noops.append(play(*site))
-                pings.append(play(ping.name))
+            for _round in range(max(repeat, 1)):
+                noops.append(play(inventory, *site))
+                pings.append(play(inventory, ping.name))
     finally:
-        if not args.keep:
-            sh("scripts/lab.sh", "down")
+        if not keep:
+            sh(nodes, "scripts/lab.sh", "down")
 
     rows = [("site.yml, first run",) + first,
             ("site.yml, no-op re-run",) + median(noops),
             ("one-task playbook (ping)",) + median(pings)]
+    print("%d-node lab (%s)" % (nodes, inventory.relative_to(ROOT)))
     print("%-26s %9s %6s %8s %8s" % ("run", "seconds", "tasks", "results", "changed"))
-    for name, seconds, tasks, results, changed, _parts in rows:
+    for name, seconds, tasks, results, changed, _parts, _out in rows:
         print("%-26s %9.1f %6d %8d %8d" % (name, seconds, tasks, results, changed))
     print("samples (s): no-op re-run %s; one-task playbook %s"
           % (", ".join("%.1f" % n[0] for n in noops), ", ".join("%.1f" % p[0] for p in pings)))
@@ -144,9 +188,26 @@ def main():
     for kind, (count, seconds) in noop[5].items():
         print("  %-20s %3s tasks %6.1f s  %4.1fx the one-task playbook"
               % (kind, count if kind != "start-up and plays" else "", seconds, seconds / ping_seconds))
+    hosts = gpu_hosts(nodes)
+    counts = [per_host(n[5], hosts) for n in noops]
+    print("per GPU host, no-op re-runs (module runs, task slots): %s"
+          % "; ".join("%s %s" % (host, "/".join("%d,%d" % c[host] for c in counts)) for host in hosts))
     changed = max(n[3] for n in noops)
     print("no-op re-runs' changed results: %d (must be 0)" % changed)
-    return 0 if changed == 0 else 1
+    return None if changed else (noop, rows[2], hosts, counts[-1])
+
+
+def compare(sizes):
+    """What the added nodes cost: the no-op re-run's wall time and results per added GPU host."""
+    (small, (noop_s, ping_s, hosts_s, counts_s)), (large, (noop_l, ping_l, hosts_l, counts_l)) = sorted(sizes.items())
+    added = len(hosts_l) - len(hosts_s)
+    print("%d -> %d nodes (%d -> %d GPU hosts): no-op re-run %.1f s -> %.1f s, %+.2f s per added GPU host; "
+          "one-task playbook %.1f s -> %.1f s; results %d -> %d; module runs per GPU host %s -> %s; "
+          "task slots per GPU host %s -> %s"
+          % (small, large, len(hosts_s), len(hosts_l), noop_s[1], noop_l[1], (noop_l[1] - noop_s[1]) / added,
+             ping_s[1], ping_l[1], noop_s[3], noop_l[3],
+             sorted(set(c[0] for c in counts_s.values())), sorted(set(c[0] for c in counts_l.values())),
+             sorted(set(c[1] for c in counts_s.values())), sorted(set(c[1] for c in counts_l.values()))))
 
 
 def median(samples):

@@ -12,7 +12,8 @@
 #                          is written back by the next nodes or up)
 #
 # Nodes: kubegpu-lab-h100 (h100x8), kubegpu-lab-a100 (a100x4-mig), kubegpu-lab-t4 (t4x1),
-# kubegpu-lab-cpu (cpu); their profiles are in lab/inventory.yml.
+# kubegpu-lab-cpu (cpu); their profiles are in lab/inventory.yml. LAB_NODES=8 adds one more node of
+# each profile (kubegpu-lab-h100-2, ...; lab/inventory-8.yml), for the fleet figures of bench/site.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -20,16 +21,28 @@ cd "$(dirname "$0")/.."
 image=kubegpu-lab-node:latest
 sysfs="$KUBEGPU_ROOT/.cache/lab/sysfs"
 state="$KUBEGPU_ROOT/lab/.state"
-# name profile, as in lab/inventory.yml
+# name profile, as in lab/inventory.yml (and lab/inventory-8.yml with the second four)
 nodes=(
     "kubegpu-lab-h100 h100x8"
     "kubegpu-lab-a100 a100x4-mig"
     "kubegpu-lab-t4 t4x1"
     "kubegpu-lab-cpu cpu"
 )
+more_nodes=(
+    "kubegpu-lab-h100-2 h100x8"
+    "kubegpu-lab-a100-2 a100x4-mig"
+    "kubegpu-lab-t4-2 t4x1"
+    "kubegpu-lab-cpu-2 cpu"
+)
+inventory=lab/inventory.yml
+case "${LAB_NODES:-4}" in
+    4) ;;
+    8) inventory=lab/inventory-8.yml; nodes+=("${more_nodes[@]}") ;;
+    *) echo "LAB_NODES must be 4 or 8, not ${LAB_NODES}" >&2; exit 2 ;;
+esac
 
 usage() {
-    sed -n '2,15s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,16s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -92,14 +105,14 @@ nodes() {
     for entry in "${nodes[@]}"; do
         wait_for_systemd "${entry%% *}"
     done
-    ansible-playbook -i lab/inventory.yml lab/prepare.yml
+    ansible-playbook -i "$inventory" lab/prepare.yml
 }
 
 up() {
     nodes
-    ansible-playbook -i lab/inventory.yml lab/cluster.yml
+    ansible-playbook -i "$inventory" lab/cluster.yml
     ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
-        ansible-playbook -i lab/inventory.yml -e "@$state/site-vars.yml" kubegpu.nvidia.site
+        ansible-playbook -i "$inventory" -e "@$state/site-vars.yml" kubegpu.nvidia.site
 }
 
 down() {
@@ -112,7 +125,8 @@ down() {
         echo "toolkit mirror: stopped"
     fi
     rm -rf "$state"
-    for entry in "${nodes[@]}"; do
+    # the nodes of either size
+    for entry in "${nodes[@]}" "${more_nodes[@]}"; do
         name=${entry%% *}
         if docker container inspect "$name" >/dev/null 2>&1; then
             docker rm --force --volumes "$name" >/dev/null
@@ -130,7 +144,7 @@ xid() {
     if [ $# -eq 1 ] && [ "$1" = clear ]; then
         set --
     fi
-    ansible-playbook -i lab/inventory.yml lab/prepare.yml --limit "$name" --tags lab_kernel_log \
+    ansible-playbook -i "$inventory" lab/prepare.yml --limit "$name" --tags lab_kernel_log \
         -e "$(python3 -c 'import json, sys; print(json.dumps({"lab_kernel_log_xids": sys.argv[1:]}))' "$@")"
 }
 

@@ -22,12 +22,12 @@ from ansible.utils.vars import merge_hash
 FACTS_MODULE = "kubegpu.nvidia.nvidia_gpu_facts"
 HOST_FACTS_MODULE = "kubegpu.nvidia.nvidia_gpu_host_facts"
 # the entries of gather_subset the small module reads itself (gpu_discovery_module.NODE_SUBSETS)
-NODE_SUBSETS = ("health", "driver")
+NODE_SUBSETS = ("health", "driver", "toolkit")
 
 
 def module_for(args):
-    """The module that serves the task arguments ``args``: host facts need the collectors; the GPU health and the
-    driver state (``gather_subset: [health, driver]``) do not."""
+    """The module that serves the task arguments ``args``: host facts need the collectors; the GPU health, the
+    driver state and the toolkit state (``gather_subset: [health, driver, toolkit]``) do not."""
     subsets = args.get("gather_subset") or []
     if isinstance(subsets, str):
         subsets = subsets.split(",")

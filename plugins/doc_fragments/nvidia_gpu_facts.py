@@ -85,6 +85,13 @@ options:
         code, in the same module run) for the options O(driver_options), and under C(options) the options it was
         read with (the role C(kubegpu.nvidia.nvidia_driver) uses this state instead of reading the node again
         when these are the options it reads with). V(driver) needs no host fact collector.
+      - The entry V(toolkit) adds the node's NVIDIA Container Toolkit state as
+        C(ansible_facts.nvidia_gpu.toolkit_state), read without options, as M(kubegpu.nvidia.nvidia_container_toolkit_info)
+        reads (the same code) with its defaults (installed toolkit packages, the container runtimes' and CDI units,
+        the repository files, apt's index of that repository, the runtime configuration record, k3s/RKE2, the CDI
+        specification), the OS family from the package manager, and under C(options) what was read. The filter
+        C(kubegpu.nvidia.toolkit_plan) decides from it what that module would return; C(error) (one line) replaces
+        the state where the node cannot be read. V(toolkit) needs no host fact collector.
     type: list
     elements: str
     default: []

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the role nvidia_container_toolkit: the runtimes to restart, and the record of their configuration."""
+"""Filters of the role nvidia_container_toolkit: its plan from the facts' toolkit state, the runtimes to restart, and
+the record of their configuration."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -78,8 +79,32 @@ def toolkit_runtime_record(configured, record):
     return record_text(results + kept, record["keys"], record.get("rows") or [])
 
 
+def toolkit_plan(state, options):
+    """What ``nvidia_container_toolkit_info`` with ``options`` would return on the node whose toolkit state is ``state``
+    (``ansible_facts.nvidia_gpu.toolkit_state``), or None: the state does not answer that read (another family,
+    packages, record or CDI path; a node read that failed), an option is bad, or the node is one the role stops on.
+    The role then runs the module, which reads the node and fails with its one-line message where it has to."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import toolkit_state
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import KubegpuError
+
+    if state is None:
+        return None
+    if not isinstance(state, dict):
+        raise AnsibleFilterError("toolkit_plan expects the toolkit state of the GPU facts (a dict), got %s" % type(state).__name__)
+    if not isinstance(options, dict):
+        raise AnsibleFilterError("toolkit_plan expects the options of nvidia_container_toolkit_info as a dict, got %s"
+                                 % type(options).__name__)
+    try:
+        params = toolkit_state.check_params(options)
+        answering = toolkit_state.state_for(state, params)
+        return None if answering is None else dict(toolkit_state.plan(answering, params), changed=False)
+    except KubegpuError:
+        return None
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
-        return {"toolkit_restarts": toolkit_restarts, "toolkit_runtime_record": toolkit_runtime_record}
+        return {"toolkit_plan": toolkit_plan, "toolkit_restarts": toolkit_restarts,
+                "toolkit_runtime_record": toolkit_runtime_record}

@@ -19,7 +19,7 @@ import functools
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_node
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_node, toolkit_state
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError, KubegpuError
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import (
     MIG_STRATEGIES,
@@ -48,8 +48,11 @@ ARGUMENT_SPEC = dict(
 HEALTH_SUBSET = "health"
 # the gather_subset entry that adds the driver state (nvidia_driver_info's read) as nvidia_gpu.driver_state
 DRIVER_SUBSET = "driver"
+# the gather_subset entry that adds the toolkit state (nvidia_container_toolkit_info's read, no option) as
+# nvidia_gpu.toolkit_state
+TOOLKIT_SUBSET = "toolkit"
 # the entries of gather_subset this collection reads itself (no host fact collector needed)
-NODE_SUBSETS = (HEALTH_SUBSET, DRIVER_SUBSET)
+NODE_SUBSETS = (HEALTH_SUBSET, DRIVER_SUBSET, TOOLKIT_SUBSET)
 
 
 def split_subsets(gather_subset):
@@ -164,5 +167,7 @@ def gather(module, host_facts=None):
         found.facts["health"] = node_health(found.facts, health_params, module.get_bin_path)
     if driver_params is not None:
         found.facts["driver_state"] = node_driver_state(module, driver_params)
+    if TOOLKIT_SUBSET in node_subsets:
+        found.facts["toolkit_state"] = toolkit_state.node_state(module)
     ansible_facts["nvidia_gpu"] = found.facts
     return dict(changed=False, ansible_facts=ansible_facts)

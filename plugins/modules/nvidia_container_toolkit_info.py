@@ -263,204 +263,21 @@ cdi:
   type: dict
 """
 
-import os
-import platform
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import toolkit_node as node
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import toolkit_repo as repo
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import KubegpuError, run_module
-
-TOMLKIT_PACKAGE = "python3-tomlkit"
-K3S_BIN_DIRS = ["/usr/local/bin", "/usr/bin", "/opt/bin"]
-
-
-def read_text(path):
-    data = repo.read_bytes(path)
-    return None if data is None else to_text(data, errors="surrogate_or_replace")
-
-
-def installed_packages(module, manager, names):
-    if manager == "apt":
-        rc, out, err = module.run_command(
-            ["dpkg-query", "--show", "--showformat=${Package} ${db:Status-Abbrev} ${Version}\\n", "--"] + names)
-        # rc 1: some package was never installed (dpkg-query says so on stderr)
-        if rc not in (0, 1):
-            raise KubegpuError("dpkg-query failed (rc %d): %s" % (rc, (err or out).strip()))
-        return node.parse_dpkg_query(out)
-    rc, out, err = module.run_command(["rpm", "-q", "--queryformat", "%{NAME} %{VERSION}-%{RELEASE}\\n"] + names)
-    return node.parse_rpm_query(out)
-
-
-def unit_states(module, units):
-    systemctl = module.get_bin_path("systemctl")
-    if systemctl is None:
-        raise KubegpuError("Cannot read the services of the container runtimes: systemctl is not installed. "
-                           "The role needs systemd on the node.")
-    rc, out, err = module.run_command([systemctl, "show", "--property=LoadState,ActiveState,UnitFileState", "--"] + units)
-    if rc != 0:
-        last = ((err or out).strip().splitlines() or ["no output"])[-1]
-        raise KubegpuError("Cannot read the services of the container runtimes (systemctl show, rc %d): %s. "
-                           "The role needs systemd on the node." % (rc, last))
-    return node.parse_unit_states(out, units)
-
-
-def repo_state(params, manager, defaults, arch):
-    url = params["repo_deb_url"] if manager == "apt" else params["repo_rpm_url"]
-    state = {"managed": params["repo_manage"], "url": url, "source_path": defaults["source_path"],
-             "key_path": defaults["key_path"], "source_in_place": True, "key_in_place": True,
-             "key_fingerprints": [], "key_problem": None}
-    if not params["repo_manage"] or params["package_files"]:
-        state["managed"] = False
-        return state
-    allowed = repo.allowed_fingerprints(params["repo_key_fingerprints"])
-    want = repo.source_text(params["family"], url, defaults["key_path"], params["repo_validate_certs"])
-    source = repo.read_bytes(defaults["source_path"])
-    state["source_in_place"] = (source is not None and to_text(source) == want
-                                and repo.file_attributes_ok(defaults["source_path"]))
-    key = repo.read_bytes(defaults["key_path"])
-    if key is None:
-        state["key_in_place"] = False
-        state["key_problem"] = "%s does not exist" % defaults["key_path"]
-    else:
-        state["key_fingerprints"] = repo.key_fingerprints(key)
-        state["key_problem"] = repo.key_problem(key, allowed, params["repo_key_checksum"], defaults["key_path"])
-        state["key_in_place"] = state["key_problem"] is None and repo.file_attributes_ok(defaults["key_path"])
-    if manager == "apt":
-        state["cached"] = repo.available(repo.cached_versions(url, arch), params["packages"], params["version"])
-    return state
-
-
-def k3s_state(module, runtime, settings, mode):
-    defs = node.RUNTIMES[runtime]
-    binary = module.get_bin_path(defs["binary"], opt_dirs=K3S_BIN_DIRS)
-    version_text = ""
-    if binary:
-        rc, out, err = module.run_command([binary, "--version"])
-        version_text = out if rc == 0 else ""
-    detection, reason = node.k3s_detection(runtime, mode, version_text, settings)
-    path, content = node.k3s_drop_in(runtime, settings)
-    generated = read_text(defs["generated"])
-    wanted = node.nvidia_runtimes(settings)
-    default = [entry["name"] for entry in wanted if entry["default"]]
-    return {
-        "detection": detection, "reason": reason, "version": (version_text.splitlines() or [""])[0].strip(),
-        "generated": defs["generated"], "drop_in_path": path, "drop_in_content": content,
-        "drop_in_in_place": read_text(path) == content,
-        "detected": all(node.generated_has_runtime(generated, entry["name"]) for entry in wanted) and (
-            not default or node.generated_has_runtime(generated, default[0], as_default=True)),
-    }
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import toolkit_state
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import run_module
 
 
 def gather(module):
     params = module.params
-    defaults = repo.family_defaults(params["family"])
-    manager = defaults["manager"]
-    arch = repo.debian_arch(platform.machine()) if manager == "apt" else platform.machine()
-    names = list(params["packages"]) + ([TOMLKIT_PACKAGE] if params["install_tomlkit"] else [])
-    installed = installed_packages(module, manager, names)
-    toolkit_installed = dict((name, installed[name]) for name in params["packages"] if name in installed)
-    wanted = node.packages_wanted(toolkit_installed, params["packages"], params["version"])
-    tomlkit_missing = params["install_tomlkit"] and TOMLKIT_PACKAGE not in installed
-
-    units = node.unit_names() + [node.CDI_REFRESH_PATH]
-    states = unit_states(module, units)
-    selected = node.select_runtimes(params["runtimes"], states)
-    present = node.present_units(states)
-    settings = dict((key, params[key]) for key in (
-        "runtime_name", "runtime_path", "set_as_default", "cdi", "backup", "validate", "containerd_mode", "config_paths",
-        "nvidia_runtimes", "config_source"))
-    managed = node.nvidia_runtimes(settings)
-
-    k3s = {}
-    for runtime in selected:
-        if runtime in ("k3s", "rke2"):
-            k3s[runtime] = k3s_state(module, runtime, settings, params["k3s_runtime_detection"])
-    templated = [runtime for runtime in selected if not k3s.get(runtime, {}).get("detection")]
-    # k3s/RKE2 that find the runtime themselves: the default-runtime drop-in to write (or remove), and a restart
-    # when it changes or when their generated config.toml does not have the runtime yet
-    k3s_actions = [{"name": runtime, "path": k3s[runtime]["drop_in_path"], "content": k3s[runtime]["drop_in_content"],
-                    "write": not k3s[runtime]["drop_in_in_place"]}
-                   for runtime in selected if k3s.get(runtime, {}).get("detection")
-                   and not (k3s[runtime]["drop_in_in_place"] and k3s[runtime]["detected"])]
-    args = dict((runtime, node.configure_args(runtime, settings)) for runtime in templated)
-    keys = dict((runtime, node.record_key(value)) for runtime, value in args.items())
-    rows = node.parse_record(read_text(params["record_path"])) if params["record"] else []
-    in_place = node.runtimes_in_place(rows, keys) if params["record"] else []
-
-    repo_info = repo_state(params, manager, defaults, arch)
-    repo_info["needed"] = bool(repo_info["managed"] and (
-        not repo_info["source_in_place"] or not repo_info["key_in_place"] or wanted))
-    # what check mode's package manager can answer from: the repository as written, its index on the node
-    repo_info["index_ready"] = bool(not repo_info["managed"] or (
-        repo_info["source_in_place"] and repo_info["key_in_place"] and repo_info.get("cached", True)))
-    install_needed = bool(params["package_files"] or tomlkit_missing or repo_info["needed"] or wanted)
-
-    toolkit_version = params["version"] or installed.get("nvidia-container-toolkit-base") or ""
-    cdi = node.cdi_plan(params["cdi_generate"], toolkit_version, states, params["cdi_spec_path"],
-                        params["driver_version"], read_text(params["cdi_spec_path"]),
-                        os.path.exists(node.CDI_REFRESH_OUTPUT))
-    if cdi["action"] == "none" and params["cdi_generate"] and wanted:
-        cdi.update(action=cdi["mode"], reason="the toolkit packages change in this run")
-
-    return {
-        "changed": False,
-        "manager": manager,
-        "packages": dict((name, installed.get(name)) for name in names),
-        "packages_wanted": wanted,
-        "package_specs": node.package_specs(params["packages"], params["version"], manager),
-        "tomlkit_missing": bool(tomlkit_missing),
-        "install_needed": install_needed,
-        "repo": repo_info,
-        "runtimes": selected,
-        "nvidia_runtimes": [{"name": entry["name"], "path": entry["path"]} for entry in managed],
-        "services": dict((runtime, node.service_for(runtime, present)) for runtime in selected),
-        "configure": [{"name": runtime, "args": args[runtime]} for runtime in templated if runtime not in in_place],
-        "in_place": in_place,
-        "record": {"enabled": params["record"], "path": params["record_path"], "keys": keys, "rows": rows},
-        "k3s": k3s,
-        "k3s_actions": k3s_actions,
-        "cdi": cdi,
-    }
+    state = toolkit_state.read(module, params["family"], packages=toolkit_state.read_names(params),
+                               record_path=params["record_path"], cdi_spec_path=params["cdi_spec_path"])
+    return dict(toolkit_state.plan(state, params), changed=False)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            family=dict(type="str", required=True),
-            packages=dict(type="list", elements="str", default=[
-                "nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"]),
-            version=dict(type="str", default=""),
-            install_tomlkit=dict(type="bool", default=True),
-            package_files=dict(type="list", elements="path", default=[]),
-            repo_manage=dict(type="bool", default=True),
-            repo_deb_url=dict(type="str", default=""),
-            repo_rpm_url=dict(type="str", default=""),
-            repo_key_fingerprints=dict(type="list", elements="str", default=[], no_log=False),
-            repo_key_checksum=dict(type="str", default="", no_log=False),
-            repo_validate_certs=dict(type="bool", default=True),
-            runtimes=dict(type="list", elements="str", default=[]),
-            runtime_name=dict(type="str", default="nvidia"),
-            runtime_path=dict(type="str", default="/usr/bin/nvidia-container-runtime"),
-            set_as_default=dict(type="bool", default=False),
-            cdi=dict(type="bool"),
-            backup=dict(type="bool", default=True),
-            validate=dict(type="bool", default=True),
-            containerd_mode=dict(type="str", default="in_place", choices=["in_place", "drop_in"]),
-            config_paths=dict(type="dict", default={}),
-            nvidia_runtimes=dict(type="list", elements="dict", default=[]),
-            config_source=dict(type="str", default="file", choices=["file", "command"]),
-            record=dict(type="bool", default=True),
-            record_path=dict(type="path", default=node.RECORD_PATH),
-            k3s_runtime_detection=dict(type="str", default="auto", choices=["auto", "always", "never"]),
-            cdi_generate=dict(type="bool", default=False),
-            cdi_spec_path=dict(type="path", default="/etc/cdi/nvidia.yaml"),
-            driver_version=dict(type="str", default=""),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=toolkit_state.ARGUMENT_SPEC, supports_check_mode=True)
     run_module(module, gather)
 
 

@@ -16,7 +16,7 @@ import os
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import toolkit_node, toolkit_repo
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import toolkit_node, toolkit_repo, toolkit_state
 from ansible_collections.kubegpu.nvidia.plugins.modules import nvidia_container_toolkit_info as mod
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "openpgp")
@@ -67,7 +67,7 @@ def fixture_node(tmp_path, monkeypatch):
     monkeypatch.setattr(mod.AnsibleModule, "get_bin_path",
                         lambda self, name, *a, **kw: ("/usr/bin/" + name) if name == "systemctl" or (
                             name == "k3s" and node.k3s_version) else None)
-    monkeypatch.setattr(mod.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(toolkit_state.platform, "machine", lambda: "x86_64")
     # the repository files and apt's lists under tmp_path
     paths = {"key_path": str(tmp_path / "toolkit.asc"), "source_path": str(tmp_path / "toolkit.list"),
              "manager": "apt"}
