@@ -2,7 +2,8 @@
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the per-node choice between the device plugin and DRA (module_utils/gpu_allocation.py):
-kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems and dra_slice_readiness."""
+kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_slice_readiness, allocation_switches and
+switch_tolerations."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -80,9 +81,30 @@ def dra_slice_readiness(slices, hosts, hostvars):
     return rows
 
 
+def allocation_switches(hosts, hostvars, nodes):
+    """The nodes of ``hosts`` whose mechanism the run switches (``[{host, node, from, to, msg}]``), from ``nodes``,
+    the preflight's node list."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
+
+    try:
+        switches = ga.allocation_switches(hosts, hostvars, nodes)
+    except InputError as exc:
+        raise AnsibleFilterError(exc.msg)
+    return [dict(switch, msg=ga.switch_message(switch)) for switch in switches]
+
+
+def switch_tolerations(switches):
+    """The toleration of a cordon when ``switches`` (allocation_switches) is not empty, else []."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import CORDON_TOLERATION
+
+    return [dict(CORDON_TOLERATION)] if switches else []
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
         return {"gpu_allocation": gpu_allocation, "runtime_cdi": runtime_cdi, "dra_hosts": dra_hosts,
-                "dra_problems": dra_problems, "dra_slice_readiness": dra_slice_readiness}
+                "dra_problems": dra_problems, "dra_slice_readiness": dra_slice_readiness,
+                "allocation_switches": allocation_switches, "switch_tolerations": switch_tolerations}

@@ -46,6 +46,10 @@ MIN_KUBERNETES = (1, 34)
 MIN_DRIVER = 565
 # a DNS-1123 subdomain, as DeviceClass names are validated (k8s.io/apimachinery validation.IsDNS1123Subdomain)
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAMES = {DEVICE_PLUGIN: "the device plugin", DRA: "DRA"}
+# the toleration of a cordon (the node controller's taint on an unschedulable node): validation pods on a node
+# that switched mechanism run while it is still cordoned
+CORDON_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
 _QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti|)$")
 _FACTOR_MIB = {"Ki": 1.0 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
 
@@ -223,6 +227,52 @@ def slice_readiness(slices, expected):
     items of ONE ``LIST resourceslices?fieldSelector=spec.driver=gpu.nvidia.com``."""
     published = published_devices(slices)
     return dict((node, node_readiness(node, facts, published.get(node))) for node, facts in expected.items())
+
+
+def _label_before(node, key):
+    """The value of label ``key`` on ``node`` before the labels play writes (an entry of the preflight's node list:
+    ``labels`` as they will be, ``added`` and ``removed`` by the run); ``"?"`` for a label the run removes (its old
+    value is not listed: it was there), None for one the node did not have."""
+    labels, added = node.get("labels") or {}, node.get("added") or {}
+    if key in (node.get("removed") or []):
+        return "?"
+    if key in added:
+        return None
+    return labels.get(key)
+
+
+def allocation_switches(hosts, hostvars, nodes):
+    """The GPU nodes whose mechanism the run switches, in host order: ``[{host, node, from, to}]``.
+
+    ``nodes``: the preflight's node list (``k8s_gpu_label`` in check mode, ``return_nodes``: each node's labels as
+    the run leaves them, with what it adds and removes). A node's current mechanism is its ``DRA_LABEL`` before
+    the run: with it, DRA; without it, the device plugin, if the node was labelled as a GPU node already
+    (``nvidia.com/gpu.present``); a node never labelled serves no GPU work yet and does not switch. A switch is a
+    host whose ``kubegpu_gpu_allocation`` differs from that: its GPU work is drained before the label flips.
+    """
+    by_host = dict((node.get("host") or node.get("name"), node) for node in nodes or [] if node.get("name"))
+    switches = []
+    for host in hosts or []:
+        node = by_host.get(host)
+        if node is None:
+            continue
+        want = host_allocation(host, (hostvars or {}).get(host) or {})
+        if _label_before(node, DRA_LABEL) is not None:
+            current = DRA
+        elif _label_before(node, "nvidia.com/gpu.present") is not None:
+            current = DEVICE_PLUGIN
+        else:
+            continue
+        if want != current:
+            switches.append({"host": host, "node": node["name"], "from": current, "to": want})
+    return switches
+
+
+def switch_message(switch):
+    """One line for the run's output: what happens to a switching node."""
+    return ("node %s switches from %s to %s: cordoned and drained of its GPU work (pods that request nvidia.com/* "
+            "resources or hold resource claims) before its label %s changes; uncordoned once validated"
+            % (switch["node"], _NAMES[switch["from"]], _NAMES[switch["to"]], DRA_LABEL))
 
 
 def allocatable_text(published):

@@ -17,6 +17,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import DRA, host_allocation
+
 GPU_GROUP = "gpu_nodes"
 CONTROL_GROUP = "k8s_control"
 # The tags of the plays (or roles) of kubegpu.nvidia.site that talk to the Kubernetes API (health gate, MIG geometry,
@@ -77,11 +79,15 @@ def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=F
     record unless the run changed it: its driver (``nvidia_driver_changed``), its toolkit or runtime configuration
     (``nvidia_container_toolkit_changed``), its labels or taints (``changed`` in ``nodes``), or its host left the
     run before the labels play (not in ``active_hosts``, when given). ``revalidate`` trusts no record.
+    A host whose ``kubegpu_gpu_allocation`` is ``dra`` is left out: its node advertises no device plugin resource,
+    and the DRA driver role validates it with a claim.
     """
     names = []
     changed = set()
     for host in hosts or []:
         host_vars = hostvars[host] if host in hostvars else {}
+        if host_allocation(host, host_vars) == DRA:
+            continue
         name = host_vars.get("kubegpu_node_name") or host
         if name in names:
             continue

@@ -257,7 +257,8 @@ def test_labels_match_the_profile(results, name, product, family, memory, mig_ca
     assert labels["nvidia.com/mig.capable"] == mig_capable
     assert labels["nvidia.com/cuda.driver-version.full"] == profile["driver_version"]
     assert labels["nvidia.com/cuda.driver.major"] == profile["driver_version"].split(".")[0]
-    assert labels["nvidia.com/cuda.runtime-version.full"] == "12.2"
+    cuda = profile["cuda_driver_version"]
+    assert labels["nvidia.com/cuda.runtime-version.full"] == "%d.%d" % (cuda // 1000, cuda % 1000 // 10)
     # MIG-enabled GPUs carry no sharing information (replicas 0), as GPU Feature Discovery labels them
     assert labels["nvidia.com/gpu.replicas"] == ("0" if name == "a100x4-mig" else "1")
 

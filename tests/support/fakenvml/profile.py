@@ -103,3 +103,38 @@ def load_profile(path):
     if not path.suffix and not path.exists():
         path = PROFILES / (path.name + ".conf")
     return parse_profile(path.read_text(encoding="utf-8"))
+
+
+def _semver(text):
+    """``570.172.08`` -> ``570.172.8``: a version attribute as the DRA kubelet plugin writes it (semver, no
+    leading zeros)."""
+    parts = [str(int(part)) for part in re.findall(r"[0-9]+", str(text))[:3]]
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def simulated_gpu_devices(profile):
+    """The node annotation ``kubegpu.io/simulated-gpu-devices`` for a profile (tests/support/kubeapi/dra.py):
+    one object per GPU, in index order, with what the kubelet stand-in cannot read from GFD's labels (UUID,
+    PCI bus id, minor number) and what the facts compare (product name, memory)."""
+    cuda = profile.get("cuda_driver_version")
+    devices = []
+    for minor, gpu in enumerate(profile["gpus"]):
+        device = {"minor": minor, "uuid": gpu["uuid"], "productName": gpu["name"],
+                  "memory": "%dMi" % gpu["memory_total_mib"], "driverVersion": _semver(profile["driver_version"])}
+        if cuda:
+            device["cudaDriverVersion"] = "%d.%d.0" % (cuda // 1000, cuda % 1000 // 10)
+        if "compute_capability" in gpu:
+            device["cudaComputeCapability"] = "%d.%d.0" % tuple(gpu["compute_capability"])
+        if "pci_bus_id" in gpu:
+            # NVML's 8-digit domain, as the kubelet plugin's pciBusID attribute has it: 4 digits, lower case
+            domain, rest = gpu["pci_bus_id"].split(":", 1)
+            device["pciBusID"] = ("%04x:%s" % (int(domain, 16), rest)).lower()
+        devices.append(device)
+    return devices
+
+
+if __name__ == "__main__":
+    # python3 profile.py PROFILE: the annotation kubegpu.io/simulated-gpu-devices of PROFILE, as JSON (lab/cluster.yml)
+    import json
+    import sys
+    print(json.dumps(simulated_gpu_devices(load_profile(sys.argv[1])), separators=(",", ":")))

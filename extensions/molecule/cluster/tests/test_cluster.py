@@ -109,15 +109,17 @@ def test_validation_pods_are_cleaned_up(core):
     assert core.list_namespaced_pod("gpu-validation").items == []
 
 
-# the lab's two GPU tenants (lab/cluster.yml site-vars: role gpu_tenants): namespace, quota on requests.<resource>,
-# and the default tolerations for the GPU taint the labels role writes
-TENANTS = {"team-t4": "4", "team-h100": "8"}
+# the lab's two GPU tenants (lab/cluster.yml site-vars: role gpu_tenants): namespace, quota on requests.<resource>
+# (the H100 tenant's on the DRA devices of class gpu.nvidia.com, as the lab's H100 is on DRA), and the default
+# tolerations for the GPU taint the labels role writes
+TENANTS = {"team-t4": ("requests.nvidia.com/gpu", "4"),
+           "team-h100": ("gpu.nvidia.com.deviceclass.resource.k8s.io/devices", "8")}
 
 
 def test_gpu_tenants_have_their_quota_and_the_gpu_taint_s_default_toleration(core):
-    for namespace, gpus in TENANTS.items():
+    for namespace, (key, gpus) in TENANTS.items():
         quota = core.read_namespaced_resource_quota("gpu-tenant-quota", namespace)
-        assert quota.spec.hard["requests.nvidia.com/gpu"] == gpus
+        assert quota.spec.hard[key] == gpus
         annotations = core.read_namespace(namespace).metadata.annotations or {}
         tolerations = json.loads(annotations["scheduler.alpha.kubernetes.io/defaultTolerations"])
         assert {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],

@@ -1,5 +1,5 @@
-"""Filters kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems and dra_slice_readiness: the
-DRA decisions (module_utils/gpu_allocation.py, tested in test_gpu_allocation.py) from the inventory's hostvars.
+"""Filters kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_slice_readiness,
+allocation_switches and switch_tolerations: the DRA decisions (module_utils/gpu_allocation.py, tested in test_gpu_allocation.py) from the inventory's hostvars.
 
 Source: kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 README.md (Kubernetes 1.34, driver 565, CDI);
 cmd/gpu-kubelet-plugin/deviceinfo.go (a slice's devices gpu-<minor>: uuid, productName, capacity memory).
@@ -56,6 +56,24 @@ def test_slice_readiness_rows_by_node_name():
     assert (row["ok"], row["reason"]) == (False, "node lab-h100 has no ResourceSlice of driver gpu.nvidia.com")
 
 
+def test_allocation_switches_with_their_message_and_the_cordon_toleration():
+    # the preflight's node list: lab-h100 gets the DRA label this run (it had GPU labels: the device plugin served it)
+    nodes = [{"name": "lab-h100", "host": "h100", "labels": {"nvidia.com/gpu.present": "true",
+                                                             "nvidia.com/dra-kubelet-plugin": "true"},
+              "added": {"nvidia.com/dra-kubelet-plugin": "true"}, "removed": []},
+             {"name": "t4", "labels": {"nvidia.com/gpu.present": "true"}, "added": {}, "removed": []}]
+    (switch,) = f.allocation_switches(["h100", "t4"], HOSTVARS, nodes)
+    assert (switch["host"], switch["node"], switch["from"], switch["to"]) == ("h100", "lab-h100", "device_plugin", "dra")
+    assert switch["msg"].startswith("node lab-h100 switches from the device plugin to DRA: cordoned and drained")
+    # validation pods on the still cordoned node tolerate the cordon (the node controller's taint)
+    assert f.switch_tolerations([switch]) == [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    assert f.switch_tolerations([]) == []
+    with pytest.raises(AnsibleFilterError, match="host t4 sets kubegpu_gpu_allocation to 'gpu'"):
+        f.allocation_switches(["t4"], {"t4": {"kubegpu_gpu_allocation": "gpu"}}, nodes)
+
+
 def test_filters_are_registered():
-    assert sorted(f.FilterModule().filters()) == ["dra_hosts", "dra_problems", "dra_slice_readiness",
-                                                  "gpu_allocation", "runtime_cdi"]
+    assert sorted(f.FilterModule().filters()) == ["allocation_switches", "dra_hosts", "dra_problems",
+                                                  "dra_slice_readiness", "gpu_allocation", "runtime_cdi",
+                                                  "switch_tolerations"]

@@ -114,3 +114,11 @@ def test_nodes_the_run_changed_or_whose_host_left_it_get_a_pod(kwargs, known):
 def test_a_host_without_a_recorded_node_name_is_its_inventory_name_and_a_node_is_listed_once():
     result = validation_plan(["a", "b"], {"a": {}, "b": {"kubegpu_node_name": "a"}}, [listed("a")])
     assert result == {"nodes": ["a"], "known": [listed("a")]}
+
+
+def test_a_dra_host_is_left_to_the_dra_driver_role_s_claim_validation():
+    # docs/dra.md: a DRA node advertises no nvidia.com/gpu; the nvidia_dra_driver role validates it with a claim
+    hostvars = {"a": {}, "b": {"kubegpu_gpu_allocation": "dra"}}
+    assert validation_plan(["a", "b"], hostvars, [listed("a"), listed("b")]) == {"nodes": ["a"], "known": [listed("a")]}
+    with pytest.raises(AnsibleFilterError, match="validation_plan: host b sets kubegpu_gpu_allocation to 'gpus'"):
+        validation_plan(["a", "b"], {"a": {}, "b": {"kubegpu_gpu_allocation": "gpus"}})

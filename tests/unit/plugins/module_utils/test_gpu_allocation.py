@@ -10,6 +10,8 @@ Where each expectation comes from:
 * [name]    k8s.io/apimachinery pkg/util/validation/validation.go IsDNS1123Subdomain (DeviceClass names).
 * [slice]   staging/src/k8s.io/api/resource/v1/types.go ResourceSlice (driver, nodeName, devices with
   attributes and capacity); cmd/gpu-kubelet-plugin/deviceinfo.go (gpu-<minor>, uuid, productName, memory).
+* [operator] NVIDIA/gpu-operator v26.7 (the label nvidia.com/dra-kubelet-plugin marks the nodes the DRA driver's
+  kubelet plugin runs on; without it, the device plugin's DaemonSet runs there).
 """
 import pytest
 
@@ -166,3 +168,59 @@ def test_the_dra_label_is_the_collections_to_remove_when_stale():
     assert gfd_labels.DRA_LABEL == ga.DRA_LABEL
     assert gfd_labels.is_managed_label(ga.DRA_LABEL, "true")
     assert not gfd_labels.is_managed_label(ga.DRA_LABEL, "false")  # someone else's value: left alone
+
+
+GPU_LABELS = {"nvidia.com/gpu.present": "true"}
+DRA_ON = {ga.DRA_LABEL: "true"}
+
+
+def listed(labels_after, added=(), removed=()):
+    """A node of the preflight's node list: its labels as the run leaves them and what the run adds and removes."""
+    return {"name": "node-a", "host": "gpu-a", "labels": dict(labels_after),
+            "added": dict((key, labels_after[key]) for key in added), "removed": list(removed)}
+
+
+# wanted mechanism, the node as the dry run lists it -> the switch (None: none). The current mechanism is the
+# DRA label before the run [operator].
+@pytest.mark.parametrize("wanted, node, switch", [
+    # device plugin node (labelled before) set to DRA: the label is added
+    ("dra", listed(dict(GPU_LABELS, **DRA_ON), added=[ga.DRA_LABEL]), ("device_plugin", "dra")),
+    # DRA node set back to the device plugin: the label is removed
+    ("device_plugin", listed(GPU_LABELS, removed=[ga.DRA_LABEL]), ("dra", "device_plugin")),
+    # no change of mechanism
+    ("dra", listed(dict(GPU_LABELS, **DRA_ON)), None),
+    ("device_plugin", listed(GPU_LABELS), None),
+    ("device_plugin", listed(GPU_LABELS, added=["nvidia.com/gpu.present"]), None),
+    # a node never labelled serves no GPU work: labelled for DRA, nothing to drain
+    ("dra", listed(dict(GPU_LABELS, **DRA_ON), added=["nvidia.com/gpu.present", ga.DRA_LABEL]), None),
+    # labelled by hand for DRA before the first run, set to the device plugin: it runs the DRA plugin today
+    ("device_plugin", listed({}, added=[], removed=[ga.DRA_LABEL]), ("dra", "device_plugin")),
+])
+def test_allocation_switches(wanted, node, switch):
+    got = ga.allocation_switches(["gpu-a"], {"gpu-a": {"kubegpu_gpu_allocation": wanted}}, [node])
+    if switch is None:
+        assert got == []
+    else:
+        assert got == [{"host": "gpu-a", "node": "node-a", "from": switch[0], "to": switch[1]}]
+
+
+def test_allocation_switches_by_node_name_and_in_host_order():
+    nodes = [dict(listed(GPU_LABELS, removed=[ga.DRA_LABEL]), name="b", host=None),
+             dict(listed(dict(GPU_LABELS, **DRA_ON), added=[ga.DRA_LABEL]), name="a", host=None),
+             dict(listed(GPU_LABELS), name="c", host=None)]
+    hostvars = {"a": {"kubegpu_gpu_allocation": "dra"}, "b": {}, "c": {}, "d": {"kubegpu_gpu_allocation": "dra"}}
+    got = ga.allocation_switches(["a", "b", "c", "d"], hostvars, nodes)
+    assert [(item["host"], item["from"], item["to"]) for item in got] == [
+        ("a", "device_plugin", "dra"), ("b", "dra", "device_plugin")]
+
+
+def test_allocation_switches_refuse_a_bad_choice():
+    with pytest.raises(InputError, match="choose device_plugin or dra"):
+        ga.allocation_switches(["gpu-a"], {"gpu-a": {"kubegpu_gpu_allocation": "both-ways"}}, [listed(GPU_LABELS)])
+
+
+def test_switch_message():
+    assert ga.switch_message({"node": "n1", "from": "device_plugin", "to": "dra"}) == (
+        "node n1 switches from the device plugin to DRA: cordoned and drained of its GPU work (pods that request "
+        "nvidia.com/* resources or hold resource claims) before its label nvidia.com/dra-kubelet-plugin changes; "
+        "uncordoned once validated")
