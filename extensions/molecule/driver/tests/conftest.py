@@ -51,16 +51,22 @@ class Run:
         return facts
 
 
+def run_playbook(playbook, **extra_vars):
+    """ansible-playbook on the scenario's inventory with the JSON callback -> Run (playbook: a path or a
+    file name in the scenario)."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(SCENARIO, playbook),
+         "-e", json.dumps(extra_vars)],
+        capture_output=True, text=True, check=False, env=env)
+    return Run(proc)
+
+
 @pytest.fixture(name="run_role")
 def fixture_run_role():
     """run_role(host, **extra_vars) -> Run: the role on one host with the scenario's variables and these."""
     def run(host, playbook="role.yml", **extra_vars):
-        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-        proc = subprocess.run(
-            ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(SCENARIO, playbook),
-             "-e", json.dumps(dict(extra_vars, driver_hosts=host))],
-            capture_output=True, text=True, check=False, env=env)
-        return Run(proc)
+        return run_playbook(playbook, **dict(extra_vars, driver_hosts=host))
     return run
 
 
