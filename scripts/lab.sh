@@ -20,6 +20,10 @@ cd "$(dirname "$0")/.."
 
 image=kubegpu-lab-node:latest
 sysfs="$KUBEGPU_ROOT/.cache/lab/sysfs"
+# The fake NVML's MIG state of a node whose MIG geometry the run changes, kept on this machine (the Kubernetes
+# API test server's kubelet stand-in reads it there, as a device plugin reads NVML); lab/cluster.yml points
+# the node's kubegpu.io/simulated-nvml annotation at it.
+nvml_state="$KUBEGPU_ROOT/.cache/lab/nvml-state"
 state="$KUBEGPU_ROOT/lab/.state"
 # name profile, as in lab/inventory.yml (and lab/inventory-8.yml with the second four)
 nodes=(
@@ -61,6 +65,16 @@ dmi_mount() {
     fi
 }
 
+# Profiles whose MIG geometry the lab changes: their state folder, bind-mounted, and FAKENVML_STATE in the
+# container's environment (docker exec passes it to every module run).
+mig_mount() {
+    local name=$1 profile=$2
+    if [ "$profile" = a100x4-mig ]; then
+        mkdir -p "$nvml_state/$name"
+        echo "--volume=$nvml_state/$name:/var/lib/fakenvml --env=FAKENVML_STATE=/var/lib/fakenvml/state"
+    fi
+}
+
 create_node() {
     local name=$1 profile=$2 state
     state=$(docker container inspect --format '{{.State.Status}}' "$name" 2>/dev/null || true)
@@ -70,14 +84,14 @@ create_node() {
         *) echo "$name: $state, starting"; docker start "$name" >/dev/null; return ;;
     esac
     echo "$name: creating ($profile)"
-    # shellcheck disable=SC2046 # dmi_mount prints one word or nothing
+    # shellcheck disable=SC2046 # dmi_mount and mig_mount print words or nothing
     docker run --detach --name "$name" --hostname "$name" --label kubegpu-lab=node \
         --label "kubegpu-lab.profile=$profile" \
         --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
         --tmpfs /run --tmpfs /run/lock \
         --volume /sys/fs/cgroup:/sys/fs/cgroup:rw --cgroupns host \
         --volume "$sysfs/$profile/pci/devices:/sys/bus/pci/devices:ro" \
-        $(dmi_mount "$profile") \
+        $(dmi_mount "$profile") $(mig_mount "$name" "$profile") \
         "$image" /lib/systemd/systemd >/dev/null
 }
 
@@ -132,6 +146,7 @@ down() {
             docker rm --force --volumes "$name" >/dev/null
             echo "$name: removed"
         fi
+        rm -rf "${nvml_state:?}/$name"
     done
 }
 

@@ -2,8 +2,8 @@
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters kubegpu.nvidia.mig_decide, kubegpu.nvidia.mig_state_patch, kubegpu.nvidia.mig_reboot_blockers,
-kubegpu.nvidia.mig_resources_missing, kubegpu.nvidia.mig_advertised and kubegpu.nvidia.mig_validation_resource: the
-decisions of the role nvidia_mig (module_utils/mig_role.py)."""
+kubegpu.nvidia.mig_resources_missing, kubegpu.nvidia.mig_advertised, kubegpu.nvidia.mig_validation_resource and
+kubegpu.nvidia.mig_planned_facts: the decisions of the role nvidia_mig (module_utils/mig_role.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -68,10 +68,19 @@ def mig_validation_resource(expected):
     return mig_role.validation_resource(expected)
 
 
+def mig_planned_facts(facts, result):
+    """The node's GPU facts as they will read once the nvidia_mig module's planned change is made (check mode)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+
+    if not isinstance(facts, dict) or not isinstance(result, dict):
+        raise AnsibleFilterError("mig_planned_facts expects the GPU facts and the nvidia_mig result, two dicts")
+    return mig_role.planned_facts(facts, result)
+
+
 class FilterModule:
     """The collection's filters."""
 
     def filters(self):
         return {"mig_decide": mig_decide, "mig_state_patch": mig_state_patch, "mig_reboot_blockers": mig_reboot_blockers,
                 "mig_resources_missing": mig_resources_missing, "mig_advertised": mig_advertised,
-                "mig_validation_resource": mig_validation_resource}
+                "mig_validation_resource": mig_validation_resource, "mig_planned_facts": mig_planned_facts}

@@ -39,7 +39,7 @@ def site_uses_api(run_tags, skip_tags=None):
     return site_plan.uses_api(run_tags, skip_tags)
 
 
-def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False):
+def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False, capacity=None):
     """The nodes to validate and those whose recorded validation may stand in (module_utils/site_plan.py)."""
     from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
@@ -47,7 +47,7 @@ def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=F
     if isinstance(hosts, str):
         hosts = [hosts]
     try:
-        return site_plan.validation_plan(hosts, hostvars, nodes, active_hosts, revalidate)
+        return site_plan.validation_plan(hosts, hostvars, nodes, active_hosts, revalidate, capacity)
     except InputError as exc:
         raise AnsibleFilterError("validation_plan: %s" % exc.msg)
     except (AttributeError, TypeError) as exc:

@@ -71,14 +71,38 @@ def template_labels(template):
     return dict((str(key), str(value)) for key, value in labels.items())
 
 
-def build_pod(template, node, namespace):
+def request_resource(pod, resource):
+    """Make the first container of ``pod`` ask for ``resource`` instead of its ``nvidia.com/`` resources.
+
+    Each ``nvidia.com/`` limit and request of that container is replaced by one of ``resource`` with the same
+    count (a MIG node under the device plugin's ``mixed`` strategy advertises ``nvidia.com/mig-<profile>``, no
+    ``nvidia.com/gpu``). Raises ValidationError when that container asks for none.
+    """
+    containers = (pod.get("spec") or {}).get("containers") or []
+    wants = (containers[0].get("resources") or {}) if containers else {}
+    found = False
+    for kind in ("limits", "requests"):
+        amounts = wants.get(kind) or {}
+        for name in [key for key in amounts if str(key).startswith("nvidia.com/")]:
+            amounts[resource] = amounts.pop(name)
+            found = True
+    if not found:
+        raise ValidationError("resources: the first container of pod_template requests no nvidia.com/ resource "
+                              "to replace with %s" % resource)
+    return pod
+
+
+def build_pod(template, node, namespace, resource=None):
     """The validation pod of ``node``: the template named ``gpu-validation-<node>`` and pinned to the node.
 
     The pin is a required node affinity ``matchFields metadata.name In [node]``, so the scheduler
     places the pod (and reports why it cannot). Node selector terms the template already has keep
     their expressions and get the pin added (terms are ORed, requirements within a term ANDed).
+    ``resource``: the extended resource it asks for instead of the template's (``request_resource``).
     """
     pod = copy.deepcopy(template)
+    if resource:
+        request_resource(pod, resource)
     pod["apiVersion"] = pod.get("apiVersion") or "v1"
     pod["kind"] = "Pod"
     metadata = pod.setdefault("metadata", {})
@@ -308,6 +332,8 @@ class Validation:
     (``container`` None for a pod with one container; else the first container of the template); with
     ``record``, also ``patch_node(name, body)``.
 
+    ``resources``: ``{node: resource}``, the extended resource a node's pod asks for instead of the template's.
+
     ``record``: after the pods, write each passing node's record (``RECORD_ANNOTATION``: its
     ``node_state()`` with ``revision``, as listed before the pods ran, and the time) unless it holds that
     state already, and remove the record of a node that failed; each result then says ``recorded``.
@@ -316,9 +342,13 @@ class Validation:
     def __init__(self, api, template, namespace="gpu-validation", nodes=None,
                  node_selector="nvidia.com/gpu.present=true", create_namespace=True,
                  expected_log=DEFAULT_EXPECTED_LOG, timeout=300, unschedulable_timeout=20, poll_interval=2.0,
-                 record=False, revision="", clock=time.monotonic, sleep=time.sleep, now=utc_now):
+                 record=False, revision="", clock=time.monotonic, sleep=time.sleep, now=utc_now, resources=None):
         self.api = api
         self.template = template
+        # {node: resource} its pod asks for instead of the template's
+        self.resources = dict(resources or {})
+        for resource in set(self.resources.values()):
+            request_resource(copy.deepcopy(template), resource)
         self.labels = template_labels(template)
         self.selector = label_selector(self.labels)
         # with several containers the log read must name one: the first is the check
@@ -473,7 +503,8 @@ class Validation:
             for node in nodes:
                 # a create that fails may still have made the pod: it is deleted too
                 attempted.append(pod_name(node))
-                self.api.create_pod(self.namespace, build_pod(self.template, node, self.namespace))
+                self.api.create_pod(self.namespace, build_pod(self.template, node, self.namespace,
+                                                              self.resources.get(node)))
             pods = self.wait_for_pods(names, created_at)
             self._bound()
             for name in names:

@@ -18,6 +18,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
+
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_config, mig_configs
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
@@ -123,3 +125,38 @@ def validation_resource(expected):
     if not names:
         return ""
     return sorted(names, key=lambda name: (-int(expected[name]), name))[0]
+
+
+# the attributes of a MIG device in the GPU facts (gpu_discovery_nvml._mig_devices) that its profile fixes
+MIG_PROFILE_ATTRIBUTES = ("memory_mib", "multiprocessors", "slices", "engines")
+
+
+def planned_facts(facts, result):
+    """The node's GPU facts (``ansible_facts.nvidia_gpu``) as they will read once ``result``'s plan is applied.
+
+    ``result``: the ``nvidia_mig`` module's result in check mode (its ``plan``). Each changed GPU gets the
+    desired MIG mode (current and pending) and, MIG on, one MIG device per planned one, with the attributes of a
+    MIG device of that profile already on a GPU of the same model (else only its profile and name); every other
+    GPU and every other fact is left as read. Check mode uses it, so that the labels, the allocatable the device
+    plugin role expects and the summary show the geometry the change would make; a real change reads the facts
+    again instead.
+    """
+    facts = copy.deepcopy(facts or {})
+    plans = dict((gpu.get("index"), gpu) for gpu in ((result or {}).get("plan") or {}).get("gpus") or [])
+    known = {}
+    for device in facts.get("devices") or []:
+        for mig in (device.get("mig") or {}).get("devices") or []:
+            known.setdefault((device.get("pci_device_id"), mig.get("profile")), mig)
+    for device in facts.get("devices") or []:
+        plan = plans.get(device.get("index"))
+        if not plan or not plan.get("selected") or not plan.get("changed"):
+            continue
+        mode = 1 if plan["mode"]["desired"] else 0
+        migs = []
+        for profile in sorted(plan.get("devices") or {}) if mode else []:
+            like = known.get((device.get("pci_device_id"), profile)) or {}
+            entry = dict((key, copy.deepcopy(like[key])) for key in MIG_PROFILE_ATTRIBUTES if key in like)
+            entry.update(name="%s MIG %s" % (device.get("name"), profile), profile=profile)
+            migs.extend(copy.deepcopy(entry) for dummy in range(int(plan["devices"][profile])))
+        device["mig"] = dict(device.get("mig") or {}, current=mode, pending=mode, devices=migs)
+    return facts

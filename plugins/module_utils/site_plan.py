@@ -18,6 +18,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import DRA, host_allocation
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import GPU_RESOURCE
 
 GPU_GROUP = "gpu_nodes"
 CONTROL_GROUP = "k8s_control"
@@ -70,9 +72,24 @@ def _truthy(value):
     return value is True or (isinstance(value, str) and value.lower() in ("true", "yes", "1"))
 
 
-def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False):
-    """``{"nodes": [...], "known": [...]}``: the nodes of the GPU ``hosts`` to validate, and those of them whose
-    recorded validation may stand in for a pod.
+def node_resource(expected):
+    """The resource a node's validation pod requests instead of ``nvidia.com/gpu``, "" when it keeps that.
+
+    ``expected``: what the node model says the node advertises (``{resource: count}``). A node that advertises
+    ``nvidia.com/gpu`` (or its ``.shared`` replicas) keeps the pod's; one whose GPUs are all MIG devices under the
+    device plugin's ``mixed`` strategy gets its most plentiful ``nvidia.com/mig-<profile>`` (``mig_role``).
+    """
+    expected = expected or {}
+    if any(name.startswith(GPU_RESOURCE) and name[len(GPU_RESOURCE):] in ("", ".shared") for name in expected):
+        return ""
+    return mig_role.validation_resource(expected)
+
+
+def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=False, capacity=None):
+    """``{"nodes": [...], "known": [...], "resources": {...}}``: the nodes of the GPU ``hosts`` to validate, those of
+    them whose recorded validation may stand in for a pod, and per node the resource its pod requests instead of
+    ``nvidia.com/gpu`` (``node_resource`` of its row in ``capacity``, the device plugin role's
+    ``k8s_device_plugin_capacity``: ``{node, expected}``; only nodes whose pod requests another).
 
     A host's node is its ``kubegpu_node_name``. ``nodes``: the GPU nodes as the labels role last read or wrote
     them (``k8s_gpu_node_nodes``: labels, allocatable, annotations, ``changed``). A node may be reported from its
@@ -100,4 +117,9 @@ def validation_plan(hosts, hostvars, nodes=None, active_hosts=None, revalidate=F
         for node in nodes or []:
             if node.get("name") in names and node.get("name") not in changed and not node.get("changed"):
                 known.append(node)
-    return {"nodes": names, "known": known}
+    resources = {}
+    for row in capacity or []:
+        resource = node_resource(row.get("expected")) if row.get("node") in names else ""
+        if resource:
+            resources[row["node"]] = resource
+    return {"nodes": names, "known": known, "resources": resources}

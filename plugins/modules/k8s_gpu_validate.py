@@ -86,6 +86,14 @@ options:
       - With several containers, the log of the first one is checked.
     type: dict
     required: true
+  resources:
+    description:
+      - "Per node name, the extended resource its pod asks for instead of the C(nvidia.com/) resources of the first
+        container of O(pod_template) (limits and requests, same count), e.g. C({gpu01: nvidia.com/mig-1g.5gb}) for a
+        node whose GPUs are all MIG devices under the device plugin's C(mixed) strategy."
+      - Nodes not named keep the template's resources.
+    type: dict
+    default: {}
   expected_log:
     description: Text the log of a passing pod contains.
     type: str
@@ -307,6 +315,7 @@ def main():
         retries=dict(type="int", default=5),
         record=dict(type="bool", default=False),
         revision=dict(type="str", default=""),
+        resources=dict(type="dict", default={}),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     if not HAS_KUBERNETES:
@@ -335,7 +344,7 @@ def main():
             node_selector=params["node_selector"], create_namespace=params["create_namespace"],
             expected_log=params["expected_log"], timeout=params["timeout"],
             unschedulable_timeout=params["unschedulable_timeout"], poll_interval=params["poll_interval"],
-            record=params["record"], revision=params["revision"])
+            record=params["record"], revision=params["revision"], resources=params["resources"])
         results = run.run(check_mode=module.check_mode)
         result = progress()
         if module.check_mode:

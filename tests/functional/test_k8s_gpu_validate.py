@@ -302,3 +302,26 @@ def test_passes_are_recorded_on_the_nodes_kept_while_their_state_holds_and_remov
     assert result["changed"] is True
     assert RECORD_ANNOTATION not in (listed(kube, "node-a")[0]["metadata"].get("annotations") or {})
     assert pods(kube) == []
+
+
+def test_a_node_s_pod_requests_the_resource_named_for_it(kube, nodes):
+    """resources: the pod of node-a asks for a MIG device instead of the template's nvidia.com/gpu, node-b's keeps
+    it; neither node advertises either, so the scheduler names what each pod asked for."""
+    gpu_template = template()
+    gpu_template["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    result = kube.ansible(MODULE, args(fail_on_failure=False, pod_template=gpu_template,
+                                       resources={"node-a": "nvidia.com/mig-1g.5gb"}))
+    assert result.get("failed") is not True, result
+    reasons = dict((r["node"], r["reason"]) for r in result["results"])
+    assert reasons["node-a"].startswith("Unschedulable: ") and "Insufficient nvidia.com/mig-1g.5gb" in reasons["node-a"]
+    assert "nvidia.com/gpu" not in reasons["node-a"]
+    assert reasons["node-b"].startswith("Unschedulable: ") and "Insufficient nvidia.com/gpu" in reasons["node-b"]
+    assert pods(kube) == []
+
+
+def test_a_resource_for_a_template_without_a_gpu_request_fails_in_one_line(kube, nodes):
+    result = kube.ansible(MODULE, args(resources={"node-a": "nvidia.com/mig-1g.5gb"}))
+    assert result["failed"] is True
+    assert result["msg"] == ("resources: the first container of pod_template requests no nvidia.com/ resource to "
+                             "replace with nvidia.com/mig-1g.5gb")
+    assert pods(kube) == []

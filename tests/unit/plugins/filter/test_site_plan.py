@@ -113,12 +113,34 @@ def test_nodes_the_run_changed_or_whose_host_left_it_get_a_pod(kwargs, known):
 
 def test_a_host_without_a_recorded_node_name_is_its_inventory_name_and_a_node_is_listed_once():
     result = validation_plan(["a", "b"], {"a": {}, "b": {"kubegpu_node_name": "a"}}, [listed("a")])
-    assert result == {"nodes": ["a"], "known": [listed("a")]}
+    assert result == {"nodes": ["a"], "known": [listed("a")], "resources": {}}
 
 
 def test_a_dra_host_is_left_to_the_dra_driver_role_s_claim_validation():
     # docs/dra.md: a DRA node advertises no nvidia.com/gpu; the nvidia_dra_driver role validates it with a claim
     hostvars = {"a": {}, "b": {"kubegpu_gpu_allocation": "dra"}}
-    assert validation_plan(["a", "b"], hostvars, [listed("a"), listed("b")]) == {"nodes": ["a"], "known": [listed("a")]}
+    assert validation_plan(["a", "b"], hostvars, [listed("a"), listed("b")]) == {"nodes": ["a"], "known": [listed("a")], "resources": {}}
     with pytest.raises(AnsibleFilterError, match="validation_plan: host b sets kubegpu_gpu_allocation to 'gpus'"):
         validation_plan(["a", "b"], {"a": {}, "b": {"kubegpu_gpu_allocation": "gpus"}})
+
+
+# The device plugin v0.20's mixed strategy (internal/rm/device_map.go) advertises a MIG-enabled GPU's devices as
+# nvidia.com/mig-<profile> and only GPUs without MIG as nvidia.com/gpu: a node without any nvidia.com/gpu left
+# cannot run a pod that asks for one, so its pod asks for its most plentiful MIG device (the smallest profile).
+@pytest.mark.parametrize("expected, resource", [
+    ({"nvidia.com/mig-1g.5gb": 8, "nvidia.com/mig-2g.10gb": 4, "nvidia.com/mig-3g.20gb": 4}, "nvidia.com/mig-1g.5gb"),
+    ({"nvidia.com/mig-3g.20gb": 2, "nvidia.com/mig-2g.10gb": 2}, "nvidia.com/mig-2g.10gb"),
+    # a GPU without MIG next to MIG GPUs: the pod keeps nvidia.com/gpu
+    ({"nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 7}, None),
+    ({"nvidia.com/gpu.shared": 4}, None),
+    ({"nvidia.com/gpu": 8}, None),
+    ({}, None),
+    (None, None),
+])
+def test_a_node_whose_gpus_are_all_mig_devices_is_validated_with_a_mig_device(expected, resource):
+    capacity = [{"node": "node-gpu-a", "expected": expected}, {"node": "elsewhere", "expected": expected},
+                {"node": "node-gpu-b", "expected": {"nvidia.com/gpu": 8}}]
+    hostvars = dict((host, {"kubegpu_node_name": "node-" + host}) for host in HOSTS)
+    result = validation_plan(HOSTS, hostvars, [], None, False, capacity)
+    # only the run's nodes, only those whose pod asks for another resource
+    assert result["resources"] == ({"node-gpu-a": resource} if resource else {})

@@ -130,6 +130,26 @@ def test_node_selector_terms_of_the_template_keep_their_expressions_and_get_the_
     assert (built["apiVersion"], built["kind"]) == ("v1", "Pod")
 
 
+def test_a_node_s_pod_asks_for_its_resource_instead_of_the_template_s():
+    template = {"metadata": {"labels": LABELS}, "spec": {"containers": [
+        {"name": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "1"}, "requests": {"nvidia.com/gpu": 1}}},
+        {"name": "side", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    built = gv.build_pod(template, "n1", "ns", "nvidia.com/mig-1g.5gb")
+    assert built["spec"]["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/mig-1g.5gb": 1, "cpu": "1"}, "requests": {"nvidia.com/mig-1g.5gb": 1}}
+    # only the first container (the check); the template is left alone
+    assert built["spec"]["containers"][1]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    assert template["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1, "cpu": "1"}
+    assert gv.build_pod(template, "n2", "ns")["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+
+
+def test_a_resource_for_a_template_that_asks_for_no_gpu_is_refused_before_any_pod():
+    with pytest.raises(gv.ValidationError) as err:
+        gv.Validation(object(), TEMPLATE, resources={"n1": "nvidia.com/mig-1g.5gb"})
+    assert err.value.msg == ("resources: the first container of pod_template requests no nvidia.com/ resource to "
+                             "replace with nvidia.com/mig-1g.5gb")
+
+
 @pytest.mark.parametrize("template, message", [
     ({"spec": {}}, "pod_template needs metadata.labels"),
     ({"metadata": {"labels": {}}}, "pod_template needs metadata.labels"),

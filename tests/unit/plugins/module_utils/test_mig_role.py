@@ -7,7 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 import pytest
 
-from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_role
+import mig_profiles as fx
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_configs, mig_plan, mig_role
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import plugin_view
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import plugin_allocatable
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
 OWN = {"version": "v1", "mig-configs": {"two-3g": [
@@ -150,3 +153,52 @@ def test_advertises_mig(the_node, waits):
 ])
 def test_validation_resource(expected, resource):
     assert mig_role.validation_resource(expected) == resource
+
+
+# The lab's A100 node as nvidia_gpu_facts reads its fake NVML (tests/support/fakenvml/profiles/a100x4-mig.conf): MIG
+# on everywhere, GPU 0 with two 3g.20gb MIG devices (attributes as NVML gives them), GPUs 1 to 3 with none.
+THREE_G = {"slot": 0, "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "profile": "3g.20gb", "uuid": "MIG-1",
+           "memory_mib": 19968, "multiprocessors": 42, "slices": {"gi": 3, "ci": 3},
+           "engines": {"copy": 3, "decoder": 2, "encoder": 0, "jpeg": 0, "ofa": 0}}
+
+
+def lab_a100_facts():
+    devices = [{"index": i, "name": "NVIDIA A100-SXM4-40GB", "pci_device_id": "0x20B010DE", "memory_mib": 40960,
+                "mig": {"current": 1, "pending": 1,
+                        "devices": [THREE_G, dict(THREE_G, slot=1, uuid="MIG-2")] if i == 0 else []}}
+               for i in range(4)]
+    return {"present": True, "count": 4, "devices": devices, "health": {"status": "healthy"}}
+
+
+def planned(facts, config):
+    """The facts after the plan (mig_plan over tests/support/mig_profiles.py's A100-40GB, MIG on as in the facts)."""
+    gpus = fx.node("A100-40GB", 4, current=True)
+    return mig_role.planned_facts(facts, {"plan": mig_plan.plan(gpus, mig_configs.shipped(), config)})
+
+
+def test_planned_facts_give_the_node_model_the_geometry_the_change_makes():
+    facts = lab_a100_facts()
+    after = planned(facts, "all-balanced")
+    # the GPU Operator's all-balanced on the A100-40GB (REFERENCE 8.1): 1g.5gb x2, 2g.10gb, 3g.20gb per GPU
+    for device in after["devices"]:
+        assert (device["mig"]["current"], device["mig"]["pending"]) == (1, 1)
+        assert [m["profile"] for m in device["mig"]["devices"]] == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
+        # a profile already on the node lends its attributes; another gets only its profile and name
+        assert device["mig"]["devices"][3] == dict((k, THREE_G[k]) for k in mig_role.MIG_PROFILE_ATTRIBUTES) | {
+            "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "profile": "3g.20gb"}
+        assert device["mig"]["devices"][0] == {"name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "profile": "1g.5gb"}
+    assert plugin_allocatable(after["devices"], plugin_view("mixed")) == (
+        {"nvidia.com/mig-1g.5gb": 8, "nvidia.com/mig-2g.10gb": 4, "nvidia.com/mig-3g.20gb": 4}, None)
+    # the facts read are left alone, and every other fact is kept
+    assert facts == lab_a100_facts()
+    assert after["health"] == facts["health"] and after["count"] == 4
+
+
+def test_planned_facts_of_mig_turned_off_and_of_an_unchanged_node():
+    off = planned(lab_a100_facts(), "all-disabled")
+    assert [(d["mig"]["current"], d["mig"]["pending"], d["mig"]["devices"]) for d in off["devices"]] == [(0, 0, [])] * 4
+    assert plugin_allocatable(off["devices"], plugin_view("mixed")) == ({"nvidia.com/gpu": 4}, None)
+    # no plan (the module did not run) or a plan that changes nothing: the facts as read
+    assert mig_role.planned_facts(lab_a100_facts(), {}) == lab_a100_facts()
+    assert mig_role.planned_facts(lab_a100_facts(), {"plan": {"gpus": [
+        {"index": 0, "selected": True, "changed": False, "mode": {"desired": False}, "devices": {}}]}}) == lab_a100_facts()
