@@ -114,8 +114,7 @@ def build_pod(template, tenant):
     resources = containers[0].setdefault("resources", {})
     limits = dict((key, value) for key, value in (resources.get("limits") or {}).items()
                   if not key.startswith("nvidia.com/"))
-    path, device_class = tenant_path(tenant["resource"])
-    if path == "dra":
+    if tenant_path(tenant["resource"])[0] == "dra":
         spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": POD_NAME}]
         resources["claims"] = [{"name": CLAIM_NAME}]
         if limits:
