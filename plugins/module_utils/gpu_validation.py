@@ -152,6 +152,14 @@ def is_unschedulable(pod):
     return not_scheduled(pod).get("reason") == "Unschedulable"
 
 
+def scheduler_reason(pod):
+    """``Reason: message`` of the pod's False ``PodScheduled`` condition (empty when the pod is not held back)."""
+    sched = not_scheduled(pod)
+    if not sched:
+        return ""
+    return "%s: %s" % (sched.get("reason", "NotScheduled"), sched.get("message", ""))
+
+
 def validation_done(pods, names, elapsed, timeout, unschedulable_timeout):
     """Whether to stop waiting for the pods ``names`` (``pods``: {name: pod} from the last listing).
 
@@ -202,13 +210,13 @@ def node_result(node, pod, log, expected_log=DEFAULT_EXPECTED_LOG, timeout=300):
     phase = status.get("phase") or "Missing"
     log = log or ""
     passed = phase == "Succeeded" and expected_log in log
-    sched = not_scheduled(pod)
+    sched = scheduler_reason(pod)
     waiting = _container_state(status, "waiting")
     terminated = _container_state(status, "terminated")
     if passed:
         reason = expected_log
     elif sched:
-        reason = "%s: %s" % (sched.get("reason", "NotScheduled"), sched.get("message", ""))
+        reason = sched
     elif phase == "Succeeded":
         reason = 'log lacks "%s": %s' % (expected_log, truncate(log.strip()))
     elif phase == "Failed":

@@ -22,7 +22,13 @@ description:
     (C(ExtendedResourceToleration)).
   - A tenant passes when its pod runs, on a node labelled with O(tenants[].product) when given, and the
     tenant's ResourceQuota C(gpu-tenant-quota) counts the pod's request in C(status.used) while it runs.
-  - The pod is deleted again, also when a step fails. Nothing is left behind, so the module never reports a change.
+  - "A tenant whose O(tenants[].resource) is a DRA device-class quota key (C(<class>.deviceclass.resource.k8s.io/devices))
+    takes the DRA path: a ResourceClaimTemplate C(gpu-tenant-validation) requests O(tenants[].count) devices of that
+    class, the pod uses it through a claim and asks for no extended resource (its toleration can only come from the
+    namespace's defaults), and the quota must count the claim's devices under that key. A pod no node can allocate
+    the claim on fails with the scheduler's reason."
+  - The pod (and on the DRA path its template; the claim goes with the pod) is deleted again, also when a step
+    fails. Nothing is left behind, so the module never reports a change.
 author:
   - kubegpu.nvidia maintainers (@kubegpu)
 extends_documentation_fragment:
@@ -50,7 +56,10 @@ options:
         type: str
         required: true
       resource:
-        description: The GPU resource the pod asks for, one of the tenant's quota (for example C(nvidia.com/gpu)).
+        description:
+          - The GPU resource the pod asks for, one of the tenant's quota keys - an C(nvidia.com/) extended resource
+            (for example C(nvidia.com/gpu)), or a DRA device-class key such as
+            C(gpu.nvidia.com.deviceclass.resource.k8s.io/devices), which the pod gets through a claim.
         type: str
         default: nvidia.com/gpu
       count:
@@ -93,7 +102,8 @@ requirements:
 notes:
   - "Requests per tenant: a namespace read, a pod read (and a delete of a pod left from an earlier run), one create,
     the polls of the pod and of the ResourceQuota (one read each), one node read, one delete and the reads until
-    the pod is gone."
+    the pod is gone; on the DRA path also a delete and a create of the ResourceClaimTemplate before the pod and a
+    delete after it."
 seealso:
   - module: kubegpu.nvidia.k8s_gpu_tenants
   - module: kubegpu.nvidia.k8s_gpu_validate
@@ -106,7 +116,11 @@ EXAMPLES = r"""
       - namespace: team-t4
         resource: nvidia.com/gpu
         product: Tesla-T4-SHARED
+      - namespace: team-a100
+        product: NVIDIA-A100-SXM4-40GB
+      # a tenant whose quota is on DRA devices: one claim of one gpu.nvidia.com device
       - namespace: team-h100
+        resource: gpu.nvidia.com.deviceclass.resource.k8s.io/devices
         product: NVIDIA-H100-80GB-HBM3
     pod_template:
       spec:
@@ -130,6 +144,12 @@ results:
     resource:
       description: The GPU resource the pod asked for.
       type: str
+    path:
+      description: C(device_plugin) (an C(nvidia.com/) extended resource) or C(dra) (a claim of a device class).
+      type: str
+    device_class:
+      description: The DeviceClass of the claim on the DRA path (empty on the other).
+      type: str
     count:
       description: How many it asked for.
       type: int
@@ -144,10 +164,11 @@ results:
       type: list
       elements: str
     quota_used:
-      description: C(status.used) of C(requests.<resource>) in C(gpu-tenant-quota) while the pod ran.
+      description: C(status.used) of C(requests.<resource>) (on the DRA path of the key itself) in C(gpu-tenant-quota)
+        while the pod ran.
       type: int
     quota_hard:
-      description: C(status.hard) of C(requests.<resource>).
+      description: C(status.hard) of the same key.
       type: int
     passed:
       description: Whether the tenant passed.
@@ -158,7 +179,7 @@ results:
   sample:
     - {namespace: team-t4, resource: nvidia.com/gpu, count: 1, product: Tesla-T4-SHARED, pod: gpu-tenant-validation,
        node: kubegpu-lab-t4, phase: Running, tolerations: [nvidia.com/gpu], quota_used: 1, quota_hard: 2,
-       passed: true, reason: ""}
+       passed: true, reason: "", path: device_plugin, device_class: ""}
 passed:
   description: Whether every tenant passed.
   returned: when the pods ran (not in check mode)

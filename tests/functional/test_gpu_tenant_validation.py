@@ -4,7 +4,8 @@ kubegpu.nvidia.gpu_tenants, through ansible-playbook against the Kubernetes API 
 The server runs PodTolerationRestriction and ExtendedResourceToleration (tests/support/kubeapi/admission.py,
 after plugin/pkg/admission/podtolerationrestriction/admission.go and
 plugin/pkg/admission/extendedresourcetoleration/admission.go) and computes ResourceQuota status.used over the pods
-not in a terminal phase, as pkg/quota/v1/evaluator/core/pods.go does.
+not in a terminal phase, as pkg/quota/v1/evaluator/core/pods.go does, and over the namespace's ResourceClaims per
+device class, as pkg/quota/v1/evaluator/core/resource_claims.go does (the DRA path).
 """
 import pytest
 
@@ -134,3 +135,85 @@ def test_a_gpu_model_no_node_has_an_undeclared_namespace_and_bad_entries_fail(cl
     (name, msg), = failure(tasks)
     assert msg == ("GPU validation of the tenants: tenant Team_X: namespace 'Team_X' is not a DNS-1123 label; "
                    "tenant Team_X: count must be a positive integer, not 0")
+
+
+# ------------------------------------------------------------------ the DRA path
+DRA_KEY = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+GPU_CLASS_CEL = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+MIG_CLASS_CEL = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
+
+
+@pytest.fixture
+def dra_cluster(cluster):
+    """The cluster above plus a tainted H100 node whose 8 GPUs the DRA driver's kubelet plugin publishes (no
+    nvidia.com/gpu), the driver's DeviceClasses gpu.nvidia.com and mig.nvidia.com (its chart's CEL)."""
+    pytest.importorskip("celpy")
+    kube = cluster["kube"]
+    kube.node("h100-dra", labels={"nvidia.com/dra-kubelet-plugin": "true",
+                                  "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+              annotations={"kubegpu.io/simulated-gpus": "8"},
+              taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+    ns = kube.namespace()
+    kube.apps().create_namespaced_daemon_set(ns, {
+        "metadata": {"name": "nvidia-dra-driver-gpu-kubelet-plugin"},
+        "spec": {"selector": {"matchLabels": {"app": "dra-plugin"}}, "template": {
+            "metadata": {"labels": {"app": "dra-plugin"}}, "spec": {
+                "nodeSelector": {"nvidia.com/dra-kubelet-plugin": "true"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "gpus", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.0"}]}}}})
+    classes = kube.dynamic().resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass")
+    for name, expression in (("gpu.nvidia.com", GPU_CLASS_CEL), ("mig.nvidia.com", MIG_CLASS_CEL)):
+        classes.create(body={"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+                             "spec": {"selectors": [{"cel": {"expression": expression}}]}})
+    return cluster
+
+
+DRA_TENANTS = [
+    {"namespace": "team-h100", "quota": {DRA_KEY: 8}, "subjects": [{"kind": "Group", "name": "h100"}]},
+    {"namespace": "team-t4", "quota": {"nvidia.com/gpu": 2}, "subjects": [{"kind": "User", "name": "ann"}]},
+    {"namespace": "team-mig", "quota": {"mig.nvidia.com.deviceclass.resource.k8s.io/devices": 2},
+     "subjects": [{"kind": "User", "name": "bob"}]},
+]
+
+
+def test_a_dra_tenant_passes_on_the_dra_node_with_its_quota_counting_the_claims_device(dra_cluster):
+    checks = [{"namespace": "team-h100", "resource": DRA_KEY, "product": "NVIDIA-H100-80GB-HBM3"},
+              {"namespace": "team-t4", "product": "Tesla-T4"}]
+    rc, _stats, tasks = play(dra_cluster, dict(BASE, gpu_tenants_tenants=DRA_TENANTS,
+                                               gpu_validation_tenants=checks))
+    assert rc == 0, failure(tasks)
+    results = tasks["Validate the GPU tenants with a pod without tolerations"]["results"]
+    assert [(r["namespace"], r["path"], r["device_class"], r["node"], r["passed"], r["quota_used"], r["quota_hard"])
+            for r in results] == [("team-h100", "dra", "gpu.nvidia.com", "h100-dra", True, 1, 8),
+                                  ("team-t4", "device_plugin", "", "t4", True, 1, 2)]
+    # no extended resource: the toleration came from the namespace's defaults (PodTolerationRestriction)
+    assert "nvidia.com/gpu" in results[0]["tolerations"]
+    assert tasks["Show the result per tenant"]["msg"][0].startswith(
+        "tenant team-h100: pod without tolerations, a claim of 1 gpu.nvidia.com device(s) -> node h100-dra")
+    assert tasks["Show the result per tenant"]["msg"][0].endswith(
+        "; quota gpu.nvidia.com.deviceclass.resource.k8s.io/devices used 1 of 8: passed")
+    # nothing is left behind: pod, template and the pod's claim are gone, the quota counts nothing again
+    server, kube = dra_cluster["server"], dra_cluster["kube"]
+    server.settle()
+    assert dra_cluster["core"].list_namespaced_pod("team-h100").items == []
+    for kind in ("ResourceClaimTemplate", "ResourceClaim"):
+        res = kube.dynamic().resources.get(api_version="resource.k8s.io/v1", kind=kind)
+        assert res.get(namespace="team-h100").to_dict()["items"] == []
+    assert dra_cluster["core"].read_namespaced_resource_quota("gpu-tenant-quota", "team-h100").status.used == {
+        DRA_KEY: "0"}
+
+
+def test_a_dra_tenant_whose_class_matches_no_device_fails_with_the_schedulers_reason(dra_cluster):
+    checks = [{"namespace": "team-mig", "resource": "mig.nvidia.com.deviceclass.resource.k8s.io/devices"}]
+    rc, _stats, tasks = play(dra_cluster, dict(BASE, gpu_tenants_tenants=DRA_TENANTS,
+                                               gpu_validation_tenants=checks))
+    assert rc != 0
+    (name, msg), = failure(tasks)
+    assert name == "Fail when a tenant did not pass"
+    assert msg.startswith("GPU tenant validation failed in 1 of 1 namespace(s): team-mig: Unschedulable: 0/4 nodes "
+                          "are available: ")
+    assert "cannot allocate all claims" in msg and "\n" not in msg
+    kube = dra_cluster["kube"]
+    assert dra_cluster["core"].list_namespaced_pod("team-mig").items == []
+    res = kube.dynamic().resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaimTemplate")
+    assert res.get(namespace="team-mig").to_dict()["items"] == []

@@ -518,3 +518,48 @@ def test_many_dra_nodes_publish_and_allocate_with_a_bounded_number_of_calls():
     assert failures == []
     assert steps["readiness"]["calls"] == {"list resourceslices": 1}
     assert steps["publishing"]["calls"] == {"create daemonsets": 1, "list resourceslices": 1}
+
+
+# ------------------------------------------------------------------ quota
+# Cases from pkg/quota/v1/evaluator/core/resource_claims_test.go (TestResourceClaimEvaluatorUsage): a claim counts
+# one count/resourceclaims.resource.k8s.io and, per device class, the devices its requests may take: "simple"
+# (one request: 1), "many-requests" (5 requests: 5), "count" (an exact count), "all" (allocationMode All: 32,
+# AllocationResultsMaxSize), "first-available" (the largest alternative per class).
+def _claim(name, requests):
+    return {"apiVersion": V1, "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": requests}}}
+
+
+def test_a_resource_quota_counts_claims_and_their_devices_per_class(kube, kube_server):
+    core = kube.core()
+    ns = kube.namespace()
+    hard = {"count/resourceclaims.resource.k8s.io": "10", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "64",
+            "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "8"}
+    core.create_namespaced_resource_quota(ns, {"metadata": {"name": "q"}, "spec": {"hard": hard}})
+
+    def used():
+        kube_server.settle()
+        return core.read_namespaced_resource_quota("q", ns).status.used
+
+    assert used() == {key: "0" for key in hard}
+    claims = api(kube, "ResourceClaim")
+    one = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    claims.create(namespace=ns, body=_claim("simple", [one]))
+    assert used() == dict(hard, **{"count/resourceclaims.resource.k8s.io": "1",
+                                   "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "1",
+                                   "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "0"})
+    claims.create(namespace=ns, body=_claim("many", [dict(one, name="r%d" % i) for i in range(5)]))
+    claims.create(namespace=ns, body=_claim("count", [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "count": 3}}]))
+    claims.create(namespace=ns, body=_claim("all", [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}]))
+    claims.create(namespace=ns, body=_claim("first", [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": "mig.nvidia.com", "count": 2},
+        {"name": "small", "deviceClassName": "mig.nvidia.com", "count": 1},
+        {"name": "whole", "deviceClassName": "gpu.nvidia.com"}]}]))
+    assert used() == {"count/resourceclaims.resource.k8s.io": "5",
+                      "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": str(1 + 5 + 3 + 32 + 1),
+                      "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "2"}
+    for name in ("simple", "many", "count", "all", "first"):
+        claims.delete(namespace=ns, name=name)
+    assert used() == {key: "0" for key in hard}

@@ -18,7 +18,8 @@ to any other resource makes the next run look at every node.
 * Scheduler and kubelet: pods are placed (nodeSelector, node affinity, taints,
   unschedulable, GPU allocatable) and run to Succeeded (restartPolicy Never/OnFailure) or
   Running; GPU pods log `Test PASSED`; pods that fit nowhere stay Pending/Unschedulable.
-* Job, Deployment, PodDisruptionBudget and ResourceQuota status.
+* Job, Deployment, PodDisruptionBudget and ResourceQuota status (pods' nvidia.com/ requests; ResourceClaims'
+  devices per class and their count, as pkg/quota/v1/evaluator/core/resource_claims.go counts them).
 """
 
 import hashlib
@@ -869,18 +870,49 @@ def pdb_statuses(store):
             store.put_internal(PDBS, new)
 
 
+CLAIM_COUNT = "count/resourceclaims.resource.k8s.io"
+PER_CLASS_DEVICES = ".deviceclass.resource.k8s.io/devices"
+ALLOCATION_RESULTS_MAX = 32  # resource/v1 AllocationResultsMaxSize: what allocationMode All may take
+
+
+def claim_usage(claim):
+    """What one ResourceClaim counts against a quota (pkg/quota/v1/evaluator/core/resource_claims.go Usage): one
+    ``count/resourceclaims.resource.k8s.io`` and, per device class, ``<class>.deviceclass.resource.k8s.io/devices``
+    as the devices its requests may take: an exact count, ``All`` as the most an allocation holds, and a
+    ``firstAvailable`` request as its largest alternative per class."""
+    usage = {CLAIM_COUNT: 1}
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        alternatives = [request["exactly"]] if request.get("exactly") else request.get("firstAvailable") or []
+        largest = {}
+        for alt in alternatives:
+            if alt.get("allocationMode") == "All":
+                number = ALLOCATION_RESULTS_MAX
+            else:
+                number = int(alt.get("count") or 1)
+            key = (alt.get("deviceClassName") or "") + PER_CLASS_DEVICES
+            largest[key] = max(largest.get(key, 0), number)
+        for key, number in largest.items():
+            usage[key] = usage.get(key, 0) + number
+    return usage
+
+
 def quota_statuses(store):
     for quota in store.all(QUOTAS):
         hard = (quota.get("spec") or {}).get("hard") or {}
         used = {}
         pods = [p for p in store.all(PODS, quota["metadata"]["namespace"])
                 if p["status"].get("phase") not in ("Succeeded", "Failed")]
+        claims = None
         for key in hard:
             if key.startswith("requests.nvidia.com/") or key.startswith("limits.nvidia.com/"):
                 res_name = key.split(".", 1)[1]
                 used[key] = str(sum(extended_requests(p["spec"]).get(res_name, 0) for p in pods))
             elif key == "pods":
                 used[key] = str(len(pods))
+            elif key == CLAIM_COUNT or key.endswith(PER_CLASS_DEVICES):
+                if claims is None:
+                    claims = [claim_usage(c) for c in store.all(dra.CLAIMS, quota["metadata"]["namespace"])]
+                used[key] = str(sum(c.get(key, 0) for c in claims))
             else:
                 used[key] = (quota.get("status") or {}).get("used", {}).get(key, "0")
         status = {"hard": dict(hard), "used": used}

@@ -89,3 +89,86 @@ def test_tenant_result_and_report_of_a_pass():
         "GPU tenant validation failed in 1 of 2 namespace(s): team-h100: Unschedulable: 0/3 nodes are available: "
         "2 node(s) had untolerated taint {sku: gpu}")
     assert tv.failure_message([result]) == ""
+
+
+# ------------------------------------------------------------------ the DRA path
+# The quota key of a device class: the ResourceQuota docs ("Resource quota for dynamic resource allocation") and
+# pkg/quota/v1/evaluator/core/resource_claims.go (V1ResourceByDeviceClass: <class>.deviceclass.resource.k8s.io/devices).
+DRA = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+
+
+@pytest.mark.parametrize("resource, path, key", [
+    ("nvidia.com/gpu", ("device_plugin", "nvidia.com/gpu"), "requests.nvidia.com/gpu"),
+    ("nvidia.com/mig-1g.10gb", ("device_plugin", "nvidia.com/mig-1g.10gb"), "requests.nvidia.com/mig-1g.10gb"),
+    (DRA, ("dra", "gpu.nvidia.com"), DRA),
+    ("mig.nvidia.com.deviceclass.resource.k8s.io/devices", ("dra", "mig.nvidia.com"),
+     "mig.nvidia.com.deviceclass.resource.k8s.io/devices"),
+    # a device class name is a DNS-1123 subdomain (pkg/apis/resource/validation/validation.go)
+    ("GPU.deviceclass.resource.k8s.io/devices", (None, None), "requests.GPU.deviceclass.resource.k8s.io/devices"),
+    (".deviceclass.resource.k8s.io/devices", (None, None), "requests..deviceclass.resource.k8s.io/devices"),
+    ("count/resourceclaims.resource.k8s.io", (None, None), "requests.count/resourceclaims.resource.k8s.io"),
+    ("amd.com/gpu", (None, None), "requests.amd.com/gpu"),
+])
+def test_tenant_path_and_quota_key(resource, path, key):
+    assert tv.tenant_path(resource) == path
+    assert tv.quota_key(resource) == key
+
+
+def test_check_tenants_takes_a_dra_quota_key_and_refuses_other_keys():
+    assert tv.check_tenants([{"namespace": "team-h100", "resource": DRA}]) == [
+        {"namespace": "team-h100", "resource": DRA, "count": 1, "product": ""}]
+    with pytest.raises(InputError) as err:
+        tv.check_tenants([{"namespace": "a", "resource": "count/resourceclaims.resource.k8s.io"}])
+    assert err.value.msg == (
+        "GPU validation of the tenants: tenant a: resource count/resourceclaims.resource.k8s.io is not an nvidia.com/ "
+        "GPU resource nor a DRA device-class quota key (<class>.deviceclass.resource.k8s.io/devices)")
+
+
+def test_the_dra_path_builds_a_claim_template_and_a_pod_that_uses_it_without_an_extended_resource():
+    tenant = {"namespace": "team-h100", "resource": DRA, "count": 2, "product": "NVIDIA-H100-80GB-HBM3"}
+    assert tv.build_claim_template(TEMPLATE, tenant) == {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpu-tenant-validation", "namespace": "team-h100", "labels": {"app": "t"}},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}}]}}}}
+    pod = tv.build_pod(TEMPLATE, tenant)
+    assert "tolerations" not in pod["spec"]
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "gpu-tenant-validation"}]
+    first = pod["spec"]["containers"][0]["resources"]
+    # the template's nvidia.com/gpu limit is dropped, nothing extended is asked for; other limits stay
+    assert first == {"limits": {"cpu": "1"}, "claims": [{"name": "gpu"}]}
+    assert pod["spec"]["nodeSelector"] == {"zone": "a", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    bare = tv.build_pod({"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+                        tenant)
+    assert bare["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+    # the nvidia.com/gpu path has no template
+    assert tv.build_claim_template(TEMPLATE, TENANT) is None
+
+
+H100 = {"namespace": "team-h100", "resource": DRA, "count": 1, "product": ""}
+DRA_QUOTA = {"status": {"hard": {DRA: "8"}, "used": {DRA: "1"}}}
+NO_DEVICE = {"spec": {}, "status": {"phase": "Pending", "conditions": [
+    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+     "message": "0/3 nodes are available: 3 cannot allocate all claims."}]}}
+
+
+@pytest.mark.parametrize("pod, quota, passed, reason", [
+    (dict(RUNNING, spec={"nodeName": "h100"}), DRA_QUOTA, True, ""),
+    (NO_DEVICE, None, False, "Unschedulable: 0/3 nodes are available: 3 cannot allocate all claims."),
+    # a quota on nvidia.com/gpu does not count a claim
+    (dict(RUNNING, spec={"nodeName": "h100"}), QUOTA, False,
+     "ResourceQuota gpu-tenant-quota counts 0 of gpu.nvidia.com.deviceclass.resource.k8s.io/devices while the pod "
+     "runs, not its 1"),
+])
+def test_tenant_result_of_the_dra_path(pod, quota, passed, reason):
+    result = tv.tenant_result(H100, pod, None, quota, 60)
+    assert (result["passed"], result["reason"], result["path"], result["device_class"]) == (
+        passed, reason, "dra", "gpu.nvidia.com")
+
+
+def test_report_of_a_dra_tenant():
+    result = tv.tenant_result(H100, dict(RUNNING, spec={"nodeName": "h100"}), None, DRA_QUOTA, 60)
+    assert tv.report([result]) == [
+        "tenant team-h100: pod without tolerations, a claim of 1 gpu.nvidia.com device(s) -> node h100 (tolerations "
+        "added: none); quota gpu.nvidia.com.deviceclass.resource.k8s.io/devices used 1 of 8: passed"]
+    assert tv.tenant_result(TENANT, RUNNING, T4, QUOTA, 60)["path"] == "device_plugin"
