@@ -14,9 +14,20 @@ import shutil
 import subprocess
 import tarfile
 
+import sys
+
 import pytest
 import yaml
-from ansible_builder.ee_schema import validate_schema
+
+_TRACEBACK_LIMIT = getattr(sys, "tracebacklimit", None)
+from ansible_builder.ee_schema import validate_schema  # noqa: E402  pylint: disable=wrong-import-position
+
+# ansible_builder.exceptions sets sys.tracebacklimit = 0 when it is imported: put it back, or every traceback
+# formatted later in this pytest process (the modules' "bug" reports under test) loses its frames
+if _TRACEBACK_LIMIT is None:
+    del sys.tracebacklimit
+else:
+    sys.tracebacklimit = _TRACEBACK_LIMIT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SPEC = importlib.util.spec_from_file_location("ee_local", os.path.join(ROOT, "scripts", "ee_local.py"))
