@@ -116,11 +116,17 @@ def test_a_packed_installed_copy_installs_offline_without_the_files_it_lacks(tmp
     assert not (dest / "tests").exists()
 
 
-def test_the_context_carries_the_collection_tarball_and_the_unchanged_requirements(tmp_path):
+def built(tmp_path):
+    """The folder of installed collections (kubernetes.core, community.docker) and this collection's built tarball."""
     collections = installed(tmp_path, "kubernetes.core", "6.2.0", {"README.md": "k"})
     installed(tmp_path, "community.docker", "4.8.5", {"README.md": "d"})
     tarball = tmp_path / "kubegpu-nvidia-1.0.0.tar.gz"
     tarball.write_bytes(b"built")
+    return collections, tarball
+
+
+def test_the_context_carries_the_collection_tarball_and_the_unchanged_requirements(tmp_path):
+    collections, tarball = built(tmp_path)
     out = tmp_path / "definition"
     ee_local.write(str(out), str(tarball), str(collections), "kubegpu-lab-node:latest", "kubegpu-nvidia-ee:lab")
     for name in ("requirements.txt", "bindep.txt"):
@@ -144,10 +150,7 @@ def test_a_missing_tarball_is_one_line(tmp_path):
 
 
 def test_a_ca_bundle_becomes_pips_in_the_base_stage(tmp_path):
-    collections = installed(tmp_path, "kubernetes.core", "6.2.0", {"README.md": "k"})
-    installed(tmp_path, "community.docker", "4.8.5", {"README.md": "d"})
-    tarball = tmp_path / "kubegpu-nvidia-1.0.0.tar.gz"
-    tarball.write_bytes(b"built")
+    collections, tarball = built(tmp_path)
     bundle = tmp_path / "proxy.pem"
     bundle.write_text("-----BEGIN CERTIFICATE-----\n")
     out = tmp_path / "definition"
