@@ -24,7 +24,12 @@ REPORT = "Check the GPUs and the options, and report what the role does"
 FACTS = "Gather the GPU facts and the host facts the roles need"
 # the same decision from the facts' state and from the role's own read (the T4 profile's driver is loaded)
 NOTHING_TO_DO = "NVIDIA driver 535.104.05 is loaded on 1 GPU(s) of gpu-a (wanted: 535.104.05): nothing to install."
-PLAYBOOK = """
+
+
+def facts_play(subset):
+    """The play that gathers the facts' ``subset`` as site.yml's facts play does (the preflight role's nodes entry
+    point, without the cluster), when the template's ``{with_facts}`` is true; ``{env}``: the fake NVML's settings."""
+    return """
 - name: Facts
   hosts: gpu_nodes
   gather_facts: false
@@ -36,9 +41,12 @@ PLAYBOOK = """
         tasks_from: nodes
       vars:
         preflight_cluster: false
-        preflight_gather_subset: [driver]
+        preflight_gather_subset: [%s]
       when: {with_facts}
+""" % subset
 
+
+PLAYBOOK = facts_play("driver") + """
 - name: Driver
   hosts: gpu_nodes
   gather_facts: false

@@ -17,7 +17,7 @@ import pytest
 
 import ansible_run
 from fakenvml.profile import PROFILES
-from test_driver_role_reads import DEBIAN, module_runs
+from test_driver_role_reads import DEBIAN, facts_play, module_runs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 READ = "Read the node's toolkit packages, repository and container runtimes"
@@ -39,21 +39,7 @@ for arg in "$@"; do
   esac
 done
 """
-PLAYBOOK = """
-- name: Facts
-  hosts: gpu_nodes
-  gather_facts: false
-  environment: {env}
-  tasks:
-    - name: The preflight's entry point nodes, without the cluster
-      ansible.builtin.include_role:
-        name: kubegpu.nvidia.preflight
-        tasks_from: nodes
-      vars:
-        preflight_cluster: false
-        preflight_gather_subset: [toolkit]
-      when: {with_facts}
-
+PLAYBOOK = facts_play("toolkit") + """
 - name: Toolkit
   hosts: gpu_nodes
   gather_facts: false
