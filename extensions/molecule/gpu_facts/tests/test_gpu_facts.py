@@ -105,8 +105,7 @@ def test_labels_match_profile(host, profile, result):
         "nvidia.com/cuda.driver-version.minor": driver.split(".")[1],
         "nvidia.com/cuda.driver-version.revision": driver.split(".")[2],
         # GFD's cuda.runtime-version is the CUDA version the driver supports (cuDriverGetVersion)
-        "nvidia.com/cuda.runtime-version.full": "%d.%d" % (content["cuda_driver_version"] // 1000,
-                                                             content["cuda_driver_version"] % 1000 // 10),
+        "nvidia.com/cuda.runtime-version.full": "%d.%d" % divmod(content["cuda_driver_version"] // 10, 100),
         "nvidia.com/mig.capable": "true" if "mig_mode" in gpu else "false",
     }
     assert {key: labels.get(key) for key in expected} == expected
