@@ -51,9 +51,16 @@ usage() {
 }
 
 build() {
+    # one build at a time: Molecule scenarios run side by side (scripts/test.sh) and each one's
+    # dependency step builds; the sysfs views are written through one temporary folder per profile
+    local lock
+    mkdir -p "$KUBEGPU_ROOT/.cache/lab"
+    exec {lock}>"$KUBEGPU_ROOT/.cache/lab/build.lock"
+    flock "$lock"
     lab/image/build.sh >/dev/null
     scripts/build-fakenvml.sh >/dev/null
     python3 tests/support/fakenvml/sysfs.py "$sysfs"
+    exec {lock}>&-
 }
 
 # The machine's DMI product name can only be faked where the host has the file

@@ -94,20 +94,55 @@ stage_functional() {
     pytest -q -p no:cacheprovider --durations=30 "${PYTEST_PARALLEL[@]}" tests/functional
 }
 
+# Molecule scenarios, longest first (docs/testing.md, where the suite's time goes), so that the lanes
+# end together; a scenario not named here runs after these.
+MOLECULE_LONGEST=(driver cluster dra mig container_runtime toolkit site_check)
+
 stage_molecule() {
     # Every scenario under extensions/molecule, once, from the collection root: there
     # Molecule finds the scenarios and the shared base config extensions/molecule/config.yml
     # (no Galaxy: prerun off, dependency step = scripts/lab.sh build).
+    # Scenarios share nothing but the node image (own containers, API test server on a free port,
+    # state in their own ephemeral folder), so they run side by side, one per CPU
+    # (KUBEGPU_MOLECULE_JOBS to change it); each one's log is printed whole when it ends.
     scripts/lab.sh build >/dev/null
-    local file scenario start failed=()
+    local jobs=${KUBEGPU_MOLECULE_JOBS:-$(nproc)} logs="$KUBEGPU_ROOT/.cache/molecule-logs"
+    local queue=() file scenario failed=()
+    local -A lane=() lane_start=()
+    for scenario in "${MOLECULE_LONGEST[@]}"; do
+        [ -f "extensions/molecule/$scenario/molecule.yml" ] && queue+=("$scenario")
+    done
     for file in extensions/molecule/*/molecule.yml; do
         [ -f "$file" ] || continue
         scenario=$(basename "$(dirname "$file")")
-        banner "molecule $scenario"
-        start=$SECONDS
-        molecule test -s "$scenario" || failed+=("$scenario")
-        echo "molecule $scenario: $((SECONDS - start)) s"
+        [[ " ${queue[*]} " == *" $scenario "* ]] || queue+=("$scenario")
     done
+    rm -rf "$logs"; mkdir -p "$logs"
+    # Waits until a running scenario has ended (bash keeps each background job's exit status
+    # for `wait PID`), then prints its log and time.
+    molecule_end() {
+        local pid ended rc
+        while :; do
+            for pid in "${!lane[@]}"; do
+                ! kill -0 "$pid" 2>/dev/null || continue
+                rc=0; wait "$pid" || rc=$?
+                ended=${lane[$pid]}
+                unset "lane[$pid]"
+                banner "molecule $ended"
+                cat "$logs/$ended.log"
+                echo "molecule $ended: $((SECONDS - lane_start[$ended])) s$([ "$rc" = 0 ] || echo ", failed (exit $rc)")"
+                [ "$rc" = 0 ] || failed+=("$ended")
+                return 0
+            done
+            sleep 2
+        done
+    }
+    for scenario in "${queue[@]}"; do
+        while [ ${#lane[@]} -ge "$jobs" ]; do molecule_end; done
+        molecule test -s "$scenario" >"$logs/$scenario.log" 2>&1 &
+        lane[$!]=$scenario lane_start[$scenario]=$SECONDS
+    done
+    while [ ${#lane[@]} -gt 0 ]; do molecule_end; done
     if [ ${#failed[@]} -gt 0 ]; then
         echo "molecule scenarios failed: ${failed[*]}" >&2
         return 1
