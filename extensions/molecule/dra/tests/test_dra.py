@@ -1,5 +1,6 @@
-"""The node after converge (switched from the device plugin to DRA), then after a site.yml run that switches it back,
-as the Kubernetes API test server shows them (docs/dra.md, Switching a node)."""
+"""The node after converge (switched from the device plugin to DRA), then a `--check --diff` run of the switch back
+(the drain listed, nothing changed) and the switch back itself, as the Kubernetes API test server shows them
+(docs/dra.md, Switching a node)."""
 import json
 import os
 import subprocess
@@ -18,6 +19,8 @@ NODE = "dra-h100"
 DRA_LABEL = "nvidia.com/dra-kubelet-plugin"
 DEVICE_PLUGIN_NS = "nvidia-device-plugin"
 DRA_NS = "nvidia-dra-driver-gpu"
+DRAIN = "Drain the GPU work of the nodes that switch between the device plugin and DRA"
+UNCORDON = "Uncordon the nodes that switched between the device plugin and DRA, now validated"
 
 
 @pytest.fixture(name="api", scope="module")
@@ -41,14 +44,16 @@ def profile_uuids(host):
                   if line.startswith("uuid"))
 
 
-def site(allocation, tags=None):
-    """site.yml with the node's kubegpu_gpu_allocation, the JSON callback's plays."""
+def site(allocation, tags=None, check=False):
+    """site.yml with the node's kubegpu_gpu_allocation (``check``: with --check --diff), the JSON callback's plays."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
     cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "kubegpu.nvidia.site",
            "-e", "@" + os.path.join(STATE, "site-vars.yml"), "-e", "@" + os.path.join(SCENARIO, "vars", "site.yml"),
            "-e", "kubegpu_gpu_allocation=" + allocation]
     if tags:
         cmd += ["--tags", tags]
+    if check:
+        cmd += ["--check", "--diff"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     out = json.loads(proc.stdout)
     assert proc.returncode == 0, [(t["task"]["name"], r.get("msg")) for p in out["plays"] for t in p["tasks"]
@@ -57,7 +62,21 @@ def site(allocation, tags=None):
 
 
 def task_results(out, name):
-    return [r for p in out["plays"] for t in p["tasks"] if t["task"]["name"].endswith(name) for r in t["hosts"].values()]
+    """The results of the task ``name`` that were not skipped (each loop item's for a loop)."""
+    return [item for p in out["plays"] for t in p["tasks"] if t["task"]["name"].endswith(name) for r in t["hosts"].values()
+            for item in r.get("results", [r]) if not item.get("skipped")]
+
+
+def claim_pod(core, name):
+    """A pod of a ReplicaSet on the node that holds a resource claim (from a template) and requests no nvidia.com/*."""
+    core.create_namespaced_pod("default", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name + "-rs", "controller": True,
+            "uid": "00000000-0000-4000-8000-000000000003"}]},
+        "spec": {"nodeName": NODE, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                 "containers": [{"name": "main", "image": "registry.invalid/app:1", "resources": {"claims": [{"name": "gpu"}]}}]}})
 
 
 def test_on_dra_then_back_on_the_device_plugin(host, api):
@@ -79,8 +98,27 @@ def test_on_dra_then_back_on_the_device_plugin(host, api):
     (validation,) = task_results(site("dra", tags="dra"), "Record the claim validation per node")
     assert [(r["node"], r["passed"]) for r in validation["ansible_facts"]["nvidia_dra_driver_validation"]] == [(NODE, True)]
 
-    # back on the device plugin: nvidia.com/gpu allocatable again, no DRA kubelet plugin, no slice
-    site("device_plugin")
+    # a pod holding a claim; --check --diff of the switch back lists its eviction and changes nothing
+    claim_pod(core, "infer")
+    out = site("device_plugin", check=True)
+    (drain,) = task_results(out, DRAIN)
+    assert (drain["changed"], drain["evicted"], drain["cordoned"]) == (True, ["default/infer"], True)
+    (say,) = task_results(out, "Say which nodes switch between the device plugin and DRA")
+    assert say["msg"] == ["node %s switches from DRA to the device plugin: cordoned and drained of its GPU work (pods "
+                          "that request nvidia.com/* resources or hold resource claims) before its label %s changes; "
+                          "uncordoned once validated" % (NODE, DRA_LABEL)]
+    node = core.read_node(NODE)
+    assert node.metadata.labels[DRA_LABEL] == "true"
+    assert not node.spec.unschedulable
+    assert pods_on_node(api, "default") == ["infer", "web"]
+    assert len(slices(api)) == 1
+
+    # back on the device plugin: the claim's pod evicted, the web pod left; nvidia.com/gpu allocatable again, no DRA
+    # kubelet plugin, no slice
+    out = site("device_plugin")
+    (drain,) = task_results(out, DRAIN)
+    assert drain["evicted"] == ["default/infer"] and drain["left"]["not_gpu"] == ["default/web"]
+    assert [r["changed"] for r in task_results(out, UNCORDON)] == [True]
     node = core.read_node(NODE)
     assert DRA_LABEL not in node.metadata.labels
     assert not node.spec.unschedulable
