@@ -64,7 +64,8 @@ def dra_problems(hosts, hostvars, cluster_version, device_classes=None):
 
 def dra_slice_readiness(slices, hosts, hostvars):
     """One row per DRA host of ``hosts``: ``host``, ``node``, ``ok``, ``reason`` ("" when ok) and
-    ``allocatable_text`` (``DRA: 8 gpu``) and ``expected_text`` (what the facts name), from ``slices``, the items of ONE list of the driver's ResourceSlices."""
+    ``allocatable_text`` (``DRA: 8 gpu``, ``DRA: 7 gpu, 7 mig-1g.5gb``) and ``expected_text`` (what the facts name),
+    from ``slices``, the items of ONE list of the driver's ResourceSlices."""
     from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
     from ansible_collections.kubegpu.nvidia.plugins.module_utils.inventory_hosts import node_name
 
@@ -77,7 +78,7 @@ def dra_slice_readiness(slices, hosts, hostvars):
         why = ga.node_readiness(node, gpu, published.get(node))
         rows.append({"host": host, "node": node, "ok": why is None, "reason": why or "",
                      "allocatable_text": ga.allocatable_text(published.get(node)),
-                     "expected_text": ga.allocatable_text(gpu.get("devices") or [])})
+                     "expected_text": ga.allocatable_text(ga.expected_devices(gpu))})
     return rows
 
 

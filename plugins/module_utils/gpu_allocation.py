@@ -177,7 +177,9 @@ def _attribute(device, name):
 
 
 def published_devices(slices, driver=DRIVER):
-    """``{node name: [device, ...]}`` of the full GPUs (``type == gpu``) in ``slices`` (one LIST's items)."""
+    """``{node name: [device, ...]}`` of the devices in ``slices`` (one LIST's items): each ``{name, type, uuid,
+    product, memory_mib}``, ``type`` ``gpu`` for a full GPU (also when the attribute is missing) or ``mig`` for a
+    MIG device, which adds ``parent`` (its GPU's UUID) and ``profile``; devices of other types are left out."""
     out = {}
     for item in slices or []:
         spec = item.get("spec") or {}
@@ -185,15 +187,76 @@ def published_devices(slices, driver=DRIVER):
             continue
         devices = out.setdefault(spec["nodeName"], [])
         for device in spec.get("devices") or []:
-            if _attribute(device, "type") not in (None, "gpu"):
+            kind = _attribute(device, "type") or "gpu"
+            if kind not in ("gpu", "mig"):
                 continue
-            devices.append({
+            entry = {
                 "name": device.get("name"),
+                "type": kind,
                 "uuid": _attribute(device, "uuid"),
                 "product": _attribute(device, "productName"),
                 "memory_mib": quantity_mib(((device.get("capacity") or {}).get("memory") or {}).get("value")),
-            })
+            }
+            if kind == "mig":
+                entry.update(parent=_attribute(device, "parentUUID"), profile=_attribute(device, "profile"))
+            devices.append(entry)
     return out
+
+
+def _mig_on(device):
+    return bool(((device or {}).get("mig") or {}).get("current"))
+
+
+def expected_devices(facts):
+    """The devices the DRA driver publishes for a node with ``facts`` (its ``nvidia_gpu`` facts), in the shape of
+    ``published_devices``: a GPU with MIG off as a full GPU; a GPU with MIG on as its MIG devices only (the kubelet
+    plugin does not announce it whole: cmd/gpu-kubelet-plugin/nvlib.go of dra-driver-nvidia-gpu v0.4.1), none
+    where the facts do not list them (``mig.devices`` null)."""
+    out = []
+    for device in (facts or {}).get("devices") or []:
+        if not _mig_on(device):
+            out.append({"type": "gpu", "uuid": device.get("uuid"), "product": device.get("name"),
+                        "memory_mib": device.get("memory_mib")})
+            continue
+        for mig in (device.get("mig") or {}).get("devices") or []:
+            out.append({"type": "mig", "uuid": mig.get("uuid"), "parent": device.get("uuid"),
+                        "profile": mig.get("profile")})
+    return out
+
+
+def _profiles_text(devices):
+    counts = {}
+    for device in devices:
+        counts[device.get("profile")] = counts.get(device.get("profile"), 0) + 1
+    return ", ".join("%dx%s" % (counts[name], name) for name in sorted(counts, key=str)) or "none"
+
+
+def _mig_readiness(node, facts_devices, full, migs):
+    """Why the MIG devices in a node's slice (``migs``) differ from its facts, None when they agree."""
+    by_uuid = dict((device.get("uuid"), device) for device in facts_devices)
+    for device in full:
+        if _mig_on(by_uuid.get(device["uuid"])):
+            return "node %s's ResourceSlice lists GPU %s whole, its facts say MIG is on there" % (node, device["uuid"])
+    for device in migs:
+        # a MIG device of a GPU whose MIG mode the facts do not know (nvidia-smi or PCI facts) is not judged
+        parent = by_uuid.get(device.get("parent")) or {}
+        if ((parent.get("mig") or {}).get("current")) is not None and not _mig_on(parent):
+            return "node %s's ResourceSlice lists MIG device %s of GPU %s, whose MIG mode its facts say is off" % (
+                node, device["name"], device.get("parent"))
+    for gpu in facts_devices:
+        want = (gpu.get("mig") or {}).get("devices")
+        if not _mig_on(gpu) or want is None:
+            continue
+        got = [device for device in migs if device.get("parent") == gpu.get("uuid")]
+        if _profiles_text(got) != _profiles_text(want):
+            return "node %s's ResourceSlice lists MIG devices %s on GPU %s, its facts %s" % (
+                node, _profiles_text(got), gpu.get("uuid"), _profiles_text(want))
+        uuids = set(device.get("uuid") for device in got)
+        for mig in want:
+            if mig.get("uuid") and mig["uuid"] not in uuids:
+                return "node %s's ResourceSlice does not list MIG device %s (%s on GPU %s)" % (
+                    node, mig["uuid"], mig.get("profile"), gpu.get("uuid"))
+    return None
 
 
 def _expected(device):
@@ -202,13 +265,21 @@ def _expected(device):
 
 def node_readiness(node, facts, published):
     """``None`` when ``published`` (the node's devices in its slices) lists the GPUs its ``facts`` say it has,
-    else why not (one line): no slice, a count, a UUID, a product or a memory that differs."""
-    expected = [_expected(device) for device in (facts or {}).get("devices") or []]
+    else why not (one line): no slice, a count, a UUID, a product or a memory that differs; on a GPU with MIG on,
+    its MIG devices instead of the GPU (count per profile, UUIDs where the facts have them)."""
+    facts_devices = (facts or {}).get("devices") or []
+    expected = [_expected(device) for device in facts_devices if not _mig_on(device)]
     if published is None:
         return "node %s has no ResourceSlice of driver %s" % (node, DRIVER)
-    if len(published) != len(expected):
-        return "node %s's ResourceSlice lists %d GPUs, its facts %d" % (node, len(published), len(expected))
-    by_uuid = dict((device["uuid"], device) for device in published)
+    full = [device for device in published if device.get("type", "gpu") == "gpu"]
+    migs = [device for device in published if device.get("type") == "mig"]
+    if migs or len(expected) != len(facts_devices):
+        why = _mig_readiness(node, facts_devices, full, migs)
+        if why:
+            return why
+    if len(full) != len(expected):
+        return "node %s's ResourceSlice lists %d GPUs, its facts %d" % (node, len(full), len(expected))
+    by_uuid = dict((device["uuid"], device) for device in full)
     for want in expected:
         got = by_uuid.get(want["uuid"])
         if got is None:
@@ -276,8 +347,19 @@ def switch_message(switch):
 
 
 def allocatable_text(published):
-    """What a DRA node offers, for the summary's ALLOCATABLE column: ``DRA: 8 gpu`` (``DRA: none`` when its
-    slice lists no GPU, ``DRA: no slice`` when it has none)."""
+    """What a DRA node offers, for the summary's ALLOCATABLE column: ``DRA: 8 gpu``, with MIG devices per profile
+    after the full GPUs (``DRA: 7 gpu, 7 mig-1g.5gb``; a node whose GPUs are all partitioned lists only its MIG
+    devices); ``DRA: none`` when its slice lists no device, ``DRA: no slice`` when it has none. ``published``: a
+    node's ``published_devices`` or ``expected_devices`` (entries without ``type`` count as full GPUs)."""
     if published is None:
         return "DRA: no slice"
-    return "DRA: %d gpu" % len(published) if published else "DRA: none"
+    if not published:
+        return "DRA: none"
+    full = sum(1 for device in published if device.get("type", "gpu") == "gpu")
+    counts = {}
+    for device in published:
+        if device.get("type") == "mig":
+            counts[device.get("profile")] = counts.get(device.get("profile"), 0) + 1
+    parts = ["%d gpu" % full] if full or not counts else []
+    parts.extend("%d mig-%s" % (counts[name], name) for name in sorted(counts, key=str))
+    return "DRA: " + ", ".join(parts)

@@ -563,3 +563,99 @@ def test_a_resource_quota_counts_claims_and_their_devices_per_class(kube, kube_s
     for name in ("simple", "many", "count", "all", "first"):
         claims.delete(namespace=ns, name=name)
     assert used() == {key: "0" for key in hard}
+
+
+# ------------------------------------------------------------------ MIG devices in the slices
+# kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1: cmd/gpu-kubelet-plugin/nvlib.go GetPerGpuAllocatableDevices (a GPU
+# with MIG on is announced as its MIG devices, never as a whole), deviceinfo.go MigDeviceInfo.GetDevice, mig.go
+# ToCanonicalName / CommonAttributesMig / CommonCapacitiesMig, and the chart's templates/deviceclass-mig.yaml.
+SIMULATED_MIG = "kubegpu.io/simulated-mig-devices"
+SIMULATED_NVML = "kubegpu.io/simulated-nvml"
+
+
+@pytest.fixture
+def mig_cluster(kube, kube_server):
+    """a100 (2 A100s, DRA; GPU 0 partitioned 7x 1g.5gb, GPU 1 whole), h100 (the fake NVML profile h100x2-mig:
+    both GPUs partitioned), big (8 A100s all-1g.5gb: 56 MIG devices)."""
+    from fakenvml.profile import load_profile, simulated_gpu_devices
+    ns = kube.namespace()
+    dra = {"nvidia.com/dra-kubelet-plugin": "true"}
+    kube.node("a100", labels=dict(dra), annotations={SIMULATED: "2", DEVICES: json.dumps([A100, A100]),
+                                                     SIMULATED_MIG: json.dumps([["1g.5gb"] * 7, None])})
+    kube.node("h100", labels=dict(dra), annotations={
+        SIMULATED: "2", DEVICES: json.dumps(simulated_gpu_devices(load_profile("h100x2-mig"))),
+        SIMULATED_NVML: json.dumps({"config": "h100x2-mig", "state": "/nonexistent/state"})})
+    kube.node("big", labels=dict(dra), annotations={SIMULATED: "8", DEVICES: json.dumps([A100] * 8),
+                                                    SIMULATED_MIG: json.dumps([["1g.5gb"] * 7] * 8)})
+    kube.apps().create_namespaced_daemon_set(ns, plugin_daemonset(ns))
+    device_classes(kube)
+    return kube.core(), ns
+
+
+def test_a_gpu_with_mig_on_is_published_as_its_mig_devices_as_the_nvidia_plugin_names_them(kube, mig_cluster):
+    published = slices_by_node(kube, field_selector="spec.driver=gpu.nvidia.com")
+    a100 = published["a100"]["spec"]["devices"]
+    assert [d["name"] for d in a100] == ["gpu-0-mig-1g5gb-19-%d" % start for start in range(7)] + ["gpu-1"]
+    mig, whole = a100[0], a100[7]
+    parent = whole["attributes"]["uuid"]["string"]
+    assert set(mig["attributes"]) == {"type", "uuid", "parentUUID", "profile", "productName", "brand",
+                                      "architecture", "cudaComputeCapability", "driverVersion",
+                                      "cudaDriverVersion", "resource.kubernetes.io/pciBusID"}
+    assert mig["attributes"]["type"] == {"string": "mig"}
+    assert mig["attributes"]["profile"] == {"string": "1g.5gb"}
+    assert mig["attributes"]["productName"] == {"string": "NVIDIA A100-SXM4-40GB"}
+    assert mig["attributes"]["cudaComputeCapability"] == {"version": "8.0.0"}
+    gpu0 = mig["attributes"]["parentUUID"]["string"]
+    assert gpu0 != parent and gpu0.startswith("GPU-")
+    # the fake NVML's MIG UUIDs: the parent's digits with the instance number in the last group
+    assert [d["attributes"]["uuid"]["string"] for d in a100[:7]] == [
+        "MIG-%s%04x" % (gpu0[4:36], i) for i in range(1, 8)]
+    assert mig["capacity"] == {"multiprocessors": {"value": "14"}, "copyEngines": {"value": "1"},
+                               "decoders": {"value": "0"}, "encoders": {"value": "0"},
+                               "jpegEngines": {"value": "0"}, "ofaEngines": {"value": "0"},
+                               "memory": {"value": "4864Mi"}, "memorySlice0": {"value": "1"}}
+    # the fake NVML's MIG layout (h100x2-mig): placed as the fake seeds it, the parents not listed
+    h100 = published["h100"]["spec"]["devices"]
+    assert [d["name"] for d in h100] == ["gpu-0-mig-1g10gb-19-1", "gpu-0-mig-1g10gb-me-20-0", "gpu-0-mig-2g20gb-14-2",
+                                         "gpu-0-mig-3g40gb-9-4", "gpu-1-mig-7g80gb-0-0"]
+    assert h100[1]["attributes"]["profile"] == {"string": "1g.10gb+me"}
+    assert h100[1]["attributes"]["uuid"] == {"string": "MIG-8c3a5e71-9d2b-4f60-b1a4-3e5d7f9a0001"}
+    assert (h100[1]["capacity"]["decoders"], h100[1]["capacity"]["multiprocessors"]) == ({"value": "1"}, {"value": "16"})
+    assert sorted(k for k in h100[3]["capacity"] if k.startswith("memorySlice")) == [
+        "memorySlice4", "memorySlice5", "memorySlice6", "memorySlice7"]
+    assert len(published["big"]["spec"]["devices"]) == 56  # within the 128 a slice may hold
+
+
+def test_a_mig_claim_by_profile_is_allocated_on_a_mig_device(kube, mig_cluster):
+    core, ns = mig_cluster
+    api(kube, "ResourceClaimTemplate").create(namespace=ns, body=template(
+        "small", ["device.attributes['gpu.nvidia.com'].profile == '1g.10gb+me'"], klass="mig.nvidia.com"))
+    core.create_namespaced_pod(ns, claim_pod("small", "small", restart="Always"))
+    assert _wait_pod(core, ns, "small").spec.node_name == "h100"
+    [claim] = _claims(kube, ns)
+    assert claim["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "h100", "device": "gpu-0-mig-1g10gb-me-20-0"}]
+    api(kube, "ResourceClaimTemplate").create(namespace=ns, body=template(
+        "tiny", ["device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"], count=2, klass="mig.nvidia.com"))
+    core.create_namespaced_pod(ns, claim_pod("tiny", "tiny", node="a100", restart="Always"))
+    assert _wait_pod(core, ns, "tiny").spec.node_name == "a100"
+    claim = next(c for c in _claims(kube, ns) if c["metadata"]["name"].startswith("tiny-"))
+    assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == [
+        "gpu-0-mig-1g5gb-19-0", "gpu-0-mig-1g5gb-19-1"]
+
+
+def test_a_gpu_claim_never_gets_a_partitioned_gpu(kube, mig_cluster):
+    core, ns = mig_cluster
+    api(kube, "ResourceClaimTemplate").create(namespace=ns, body=template("whole"))
+    # on a100 only gpu-1 is whole: it is the one allocated
+    core.create_namespaced_pod(ns, claim_pod("whole", "whole", node="a100", restart="Always"))
+    assert _wait_pod(core, ns, "whole").spec.node_name == "a100"
+    [claim] = _claims(kube, ns)
+    assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["gpu-1"]
+    # h100 has both GPUs partitioned: a claim for a whole GPU there waits, with the scheduler's reason
+    core.create_namespaced_pod(ns, claim_pod("nowhere", "whole", node="h100"))
+    pod = _wait_pod(core, ns, "nowhere")
+    assert pod.spec.node_name is None and pod.status.phase == "Pending"
+    cond = next(c for c in pod.status.conditions if c.type == "PodScheduled")
+    assert (cond.status, cond.reason) == ("False", "Unschedulable")
+    assert "cannot allocate all claims" in cond.message

@@ -6,10 +6,14 @@ DaemonSet whose image is the DRA driver's, from the node annotation kubegpu.io/s
 nvidia_gpu facts come from Ansible's fact cache, as an earlier nvidia_gpu_facts run would have left them.
 """
 import json
+import pathlib
+import re
+import subprocess
 
 import pytest
 
 import ansible_run
+from fakenvml.profile import PROFILES, load_profile, simulated_gpu_devices
 
 kubernetes = pytest.importorskip("kubernetes")
 pytest.importorskip("celpy")
@@ -141,3 +145,91 @@ def test_a_claim_no_device_matches_fails_with_the_schedulers_reason(cluster):
     assert name.endswith("Fail when a DRA node did not pass")
     assert msg.startswith("DRA claim validation failed on 1 node(s): h100: Unschedulable: 0/2 nodes are available: ")
     assert "cannot allocate all claims" in msg
+
+
+# ------------------------------------------------------------------ MIG devices in the slice
+# A DRA node whose GPUs have MIG on (the fake NVML profile h100x2-mig, on a driver the DRA driver accepts): its
+# facts are read by nvidia_gpu_facts through the real pynvml over the fake library, in the same run, and the test
+# server's kubelet plugin publishes the MIG devices of the same fake NVML state (kubegpu.io/simulated-nvml), as
+# kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 does (cmd/gpu-kubelet-plugin/nvlib.go, deviceinfo.go, mig.go).
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MIG_PLAYBOOK = """
+- name: Read the GPU facts from NVML
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Read the GPU facts
+      kubegpu.nvidia.nvidia_gpu_facts:
+      environment: "{{ fakenvml_env }}"
+""" + PLAYBOOK
+# the h100x2-mig profile's MIG devices as the kubelet plugin names them (the fake seeds them at the first free
+# placement, in the listed order: 1g.10gb+me at 0, 1g.10gb at 1, 2g.20gb at 2, 3g.40gb at 4; GPU 1 one 7g.80gb)
+MIG_TEXT = "DRA: 1 mig-1g.10gb, 1 mig-1g.10gb+me, 1 mig-2g.20gb, 1 mig-3g.40gb, 1 mig-7g.80gb"
+
+
+@pytest.fixture(scope="module")
+def libdir():
+    out = subprocess.run([str(ROOT / "scripts" / "build-fakenvml.sh")], check=True, capture_output=True, text=True)
+    return pathlib.Path(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def mig_cluster(kube_server, kube, tmp_path, libdir):
+    """h100 (the fake NVML's two H100s, both partitioned; DRA) and its inventory; returns the run's folder."""
+    profile = tmp_path / "h100x2-mig.conf"
+    profile.write_text(re.sub(r"(?m)^driver_version = .*$", "driver_version = 570.172.08",
+                              (PROFILES / "h100x2-mig.conf").read_text()))
+    state = tmp_path / "mig-state"
+    kube.node("h100", labels={"nvidia.com/gpu.present": "true", "nvidia.com/dra-kubelet-plugin": "true"},
+              annotations={SIMULATED: "2", DEVICES: json.dumps(simulated_gpu_devices(load_profile(profile))),
+                           "kubegpu.io/simulated-nvml": json.dumps({"config": str(profile), "state": str(state)})})
+    env = {"LD_LIBRARY_PATH": str(libdir / "full"), "FAKENVML_CONFIG": str(profile), "FAKENVML_STATE": str(state)}
+    inventory = {"gpu_nodes": {"hosts": {"h100": {"kubegpu_gpu_allocation": "dra", "ansible_connection": "local",
+                                                  "fakenvml_env": env}}},
+                 "all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
+    (tmp_path / "site.yml").write_text(MIG_PLAYBOOK)
+    return {"dir": tmp_path, "kube": kube, "profile": profile, "state": state}
+
+
+def run_mig(cluster, extra=None):
+    d = cluster["dir"]
+    res = ansible_run.run_playbook(d / "site.yml", d / "inventory.json", dict(VARS, **(extra or {})),
+                                   kubeconfig=cluster["kube"].kubeconfig)
+    return res.rc, res.tasks()
+
+
+def test_a_node_with_mig_on_is_ready_when_its_slice_lists_its_mig_devices_and_a_claim_gets_one(mig_cluster):
+    rc, tasks = run_mig(mig_cluster)
+    assert rc == 0, failed(tasks)
+    # no whole GPU: each GPU is published as its MIG devices, whose UUIDs the facts read from NVML
+    names = [d["name"] for s in slices(mig_cluster["kube"]) for d in s["spec"]["devices"]]
+    assert names == ["gpu-0-mig-1g10gb-19-1", "gpu-0-mig-1g10gb-me-20-0", "gpu-0-mig-2g20gb-14-2",
+                     "gpu-0-mig-3g40gb-9-4", "gpu-1-mig-7g80gb-0-0"]
+    record = [res for name, res in tasks.items() if name.endswith("Record what each DRA node offers")][0]
+    assert record["ansible_facts"]["nvidia_dra_driver_nodes"] == [
+        {"host": "h100", "node": "h100", "ok": True, "reason": "", "allocatable_text": MIG_TEXT,
+         "expected_text": MIG_TEXT}]
+    # the validation claim: no whole GPU there, so its second choice, a mig.nvidia.com device, ran the pod
+    validation = [res for name, res in tasks.items() if name.endswith("Record the claim validation per node")][0]
+    (result,) = validation["ansible_facts"]["nvidia_dra_driver_validation"]
+    assert (result["node"], result["passed"], result["phase"]) == ("h100", True, "Succeeded")
+
+
+def test_a_slice_whose_mig_devices_differ_from_the_facts_fails_with_one_line(mig_cluster):
+    # the kubelet plugin reads another MIG state than NVML gives the facts (its slice is stale): GPU 0 holds one
+    # 1g.10gb (fakenvml.c mig_save's lines), GPU 1 its 7g.80gb
+    stale = mig_cluster["dir"] / "stale-state"
+    uuids = [gpu["uuid"] for gpu in load_profile(mig_cluster["profile"])["gpus"]]
+    stale.write_text("writes = 1\nmode = 0 %s 1 1\ngi = 0 1 19 0 1\nci = 0 1 0 1\n"
+                     "mode = 1 %s 1 1\ngi = 1 1 0 0 8\nci = 1 1 0 7\n" % tuple(uuids))
+    node = mig_cluster["kube"].core().read_node("h100")
+    annotations = dict(node.metadata.annotations)
+    annotations["kubegpu.io/simulated-nvml"] = json.dumps({"config": str(mig_cluster["profile"]), "state": str(stale)})
+    mig_cluster["kube"].core().patch_node("h100", {"metadata": {"annotations": annotations}})
+    rc, tasks = run_mig(mig_cluster, {"nvidia_dra_driver_wait_timeout": 2})
+    assert rc != 0
+    name, msg = failed(tasks)[-1]
+    assert name.endswith("Check every DRA node's ResourceSlice")
+    assert msg == ("node h100's ResourceSlice lists MIG devices 1x1g.10gb on GPU %s, its facts 1x1g.10gb, "
+                   "1x1g.10gb+me, 1x2g.20gb, 1x3g.40gb" % uuids[0])

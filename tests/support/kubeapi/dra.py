@@ -16,7 +16,11 @@ What each part follows upstream (kubernetes/kubernetes unless said otherwise):
 * the kubelet plugin of kubernetes-sigs/dra-driver-nvidia-gpu (cmd/gpu-kubelet-plugin/deviceinfo.go): one
   slice per node, pool = node name, devices `gpu-<minor>` with attributes `type`, `uuid`, `productName`,
   `brand`, `architecture`, `cudaComputeCapability`, `driverVersion`, `cudaDriverVersion` and
-  `resource.kubernetes.io/pciBusID`, capacity `memory`; the slice is owned by its Node, named from
+  `resource.kubernetes.io/pciBusID`, capacity `memory`; a GPU with MIG on is published as its MIG devices only
+  (nvlib.go GetPerGpuAllocatableDevices; names, attributes and capacities of mig.go and deviceinfo.go
+  MigDeviceInfo.GetDevice, `mig_devices`), from the node's MIG layout as the device plugin stand-in reads it
+  (kubelet.py `mig_instances`: its fake NVML, `kubegpu.io/simulated-nvml`, or `kubegpu.io/simulated-mig-devices`);
+  the slice is owned by its Node, named from
   `<node>-<driver>-` and starts at pool generation 1 (dynamic-resource-allocation/resourceslice/
   resourceslicecontroller.go as of 1.34);
 * the resourceclaim controller (pkg/controller/resourceclaim/controller.go): a claim per template entry of a
@@ -434,23 +438,86 @@ def node_gpus(node):
     return gpus
 
 
-def slice_devices(node):
-    """The devices the NVIDIA kubelet plugin publishes for the node's GPUs (GpuInfo.GetDevice)."""
+def mig_uuid(parent_uuid, index):
+    """The UUID the fake NVML gives a GPU's MIG device ``index`` (fakenvml.c add_mig: ``MIG-`` and the parent
+    UUID's digits with the instance number in the last group), so that the slice and the node's facts agree."""
+    return "MIG-%s%04x" % (str(parent_uuid)[4:36], index + 1)
+
+
+def mig_device_name(minor, profile, profile_id, start):
+    """MigSpecTuple.ToCanonicalName (cmd/gpu-kubelet-plugin/mig.go, v0.4.1): ``gpu-<parent minor>-mig-<profile
+    without dots, RFC 1123>-<GPU-instance profile id>-<placement start>``, e.g. ``gpu-0-mig-1g5gb-19-0``."""
+    name = re.sub(r"[^a-z0-9-.]", "-", profile.replace(".", "").lower()).strip("-")
+    return "gpu-%d-mig-%s-%d-%d" % (minor, name, profile_id, start)
+
+
+def _media_engines(slices, profile):
+    """(decoders, jpeg, ofa) of a GPU-instance profile as the fake NVML's profile info gives them (an A100's)."""
+    decoders, jpeg, ofa = (0, 0, 1, 2, 2, 2, 2, 5)[slices], int(slices == 7), int(slices == 7)
+    if profile.endswith("+me"):
+        decoders, jpeg, ofa = decoders + 1, jpeg + 1, ofa + 1
+    return decoders, jpeg, ofa
+
+
+def _common_attributes(gpu, kind):
+    return {
+        "type": {"string": kind},
+        "uuid": {"string": gpu["uuid"]},
+        "productName": {"string": gpu["productName"]},
+        "brand": {"string": gpu["brand"]},
+        "architecture": {"string": gpu["architecture"]},
+        "cudaComputeCapability": {"version": _semver_text(gpu["cudaComputeCapability"])},
+        "driverVersion": {"version": _semver_text(gpu["driverVersion"])},
+        "cudaDriverVersion": {"version": _semver_text(gpu["cudaDriverVersion"])},
+        PCI_BUS_ID: {"string": gpu["pciBusID"]},
+    }
+
+
+def mig_devices(gpu, instances, multiprocessors_per_slice=14):
+    """MigDeviceInfo.GetDevice (cmd/gpu-kubelet-plugin/deviceinfo.go and CommonAttributesMig /
+    CommonCapacitiesMig in mig.go, v0.4.1) for the MIG devices ``instances`` (kubelet.mig_instances) of ``gpu``:
+    the parent's attributes with ``type: mig``, the MIG device's ``uuid``, ``parentUUID`` and ``profile``;
+    capacity of its GPU-instance profile (multiprocessors, copy engines, decoders, encoders, JPEG and OFA engines,
+    memory in bytes) and ``memorySlice<i>: 1`` for each memory slice of its placement."""
     devices = []
-    for gpu in node_gpus(node):
+    for index, inst in enumerate(instances):
+        attributes = _common_attributes(gpu, "mig")
+        attributes["uuid"] = {"string": mig_uuid(gpu["uuid"], index)}
+        attributes["parentUUID"] = {"string": gpu["uuid"]}
+        attributes["profile"] = {"string": inst["profile"]}
+        decoders, jpeg, ofa = _media_engines(inst["slices"], inst["gi_profile"])
+        capacity = {
+            "multiprocessors": {"value": str(inst["slices"] * multiprocessors_per_slice)},
+            "copyEngines": {"value": str(inst["slices"])},
+            "decoders": {"value": str(decoders)},
+            "encoders": {"value": "0"},
+            "jpegEngines": {"value": str(jpeg)},
+            "ofaEngines": {"value": str(ofa)},
+            "memory": {"value": "%dMi" % inst["memory_mib"]},
+        }
+        for memory_slice in range(inst["start"], inst["start"] + inst["size"]):
+            capacity["memorySlice%d" % memory_slice] = {"value": "1"}
+        devices.append((mig_device_name(int(gpu["minor"]), inst["profile"], inst["profile_id"], inst["start"]),
+                        attributes, capacity))
+    return [{"name": name, "attributes": attributes, "capacity": capacity}
+            for name, attributes, capacity in sorted(devices, key=lambda one: one[0])]
+
+
+def slice_devices(node):
+    """The devices the NVIDIA kubelet plugin publishes for the node's GPUs (GpuInfo.GetDevice,
+    MigDeviceInfo.GetDevice): a GPU with MIG off as ``gpu-<minor>``; a GPU with MIG on as its MIG devices only,
+    never as a whole (cmd/gpu-kubelet-plugin/nvlib.go GetPerGpuAllocatableDevices, v0.4.1: "Announce physical
+    GPU to be allocatable" only when MIG is disabled), none when it has no MIG device yet."""
+    from .kubelet import mig_instances, mig_multiprocessors_per_slice
+    devices = []
+    gpus = node_gpus(node)
+    for gpu, instances in zip(gpus, mig_instances(node, gpus)):
+        if instances is not None:
+            devices.extend(mig_devices(gpu, instances, mig_multiprocessors_per_slice(node, int(gpu["minor"]))))
+            continue
         devices.append({
             "name": "gpu-%d" % int(gpu["minor"]),
-            "attributes": {
-                "type": {"string": "gpu"},
-                "uuid": {"string": gpu["uuid"]},
-                "productName": {"string": gpu["productName"]},
-                "brand": {"string": gpu["brand"]},
-                "architecture": {"string": gpu["architecture"]},
-                "cudaComputeCapability": {"version": _semver_text(gpu["cudaComputeCapability"])},
-                "driverVersion": {"version": _semver_text(gpu["driverVersion"])},
-                "cudaDriverVersion": {"version": _semver_text(gpu["cudaDriverVersion"])},
-                PCI_BUS_ID: {"string": gpu["pciBusID"]},
-            },
+            "attributes": _common_attributes(gpu, "gpu"),
             "capacity": {"memory": {"value": str(gpu["memory"])}},
         })
     return devices

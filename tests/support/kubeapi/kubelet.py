@@ -318,12 +318,10 @@ def _nvml_names(pci_device_id):
     return {}
 
 
-def nvml_layout(node, gpus):
-    """The node's MIG layout as its fake NVML holds it (annotation kubegpu.io/simulated-nvml: the JSON
-    ``{"config": profile, "state": state file}`` of tests/support/fakenvml), as the device plugin reads it from NVML
-    on a real node: a GPU with MIG mode on (current, not pending) has the MIG devices of its GPU instances (the
-    state file's ``mode`` and ``gi`` lines, fakenvml.c mig_save); before the fake has written a state, the profile's
-    ``mig_mode`` and ``mig_devices``. None without the annotation or when the files cannot be read."""
+def _nvml_state(node):
+    """(fake NVML profile, lines of its MIG state file or None before the fake wrote one) of the node's annotation
+    kubegpu.io/simulated-nvml (the JSON ``{"config": profile, "state": state file}`` of tests/support/fakenvml);
+    None without the annotation or when the profile cannot be read."""
     raw = (node["metadata"].get("annotations") or {}).get(SIMULATED_NVML)
     if raw is None:
         return None
@@ -334,26 +332,126 @@ def nvml_layout(node, gpus):
         profile = load_profile(paths["config"])
     except (ValueError, KeyError, TypeError, OSError):
         return None
-    layout = [list(g.get("mig_devices") or []) if g.get("mig_mode") else None for g in profile["gpus"]]
     try:
         with open(paths.get("state") or "", encoding="utf-8") as handle:
             lines = handle.read().splitlines()
     except (OSError, TypeError):
         lines = None
+    return profile, lines
+
+
+def _state_records(lines, gpu_count):
+    """The state file's MIG-enabled GPUs and their instances (fakenvml.c mig_save): {gpu: [[gi id, profile id,
+    start, size, [compute slices per compute instance]], ...]} in the file's order."""
+    enabled = {}
+    for line in lines:
+        key, _sep, value = line.partition(" = ")
+        fields = value.split()
+        if key == "mode" and len(fields) == 4 and int(fields[0]) < gpu_count and fields[2] == "1":
+            enabled[int(fields[0])] = []
+        elif key == "gi" and len(fields) == 5 and int(fields[0]) in enabled:
+            enabled[int(fields[0])].append([int(field) for field in fields[1:]] + [[]])
+        elif key == "ci" and len(fields) == 4 and int(fields[0]) in enabled:
+            for record in enabled[int(fields[0])]:
+                if record[0] == int(fields[1]):
+                    record[4].append(int(fields[3]))
+    return enabled
+
+
+def nvml_layout(node, gpus):
+    """The node's MIG layout as its fake NVML holds it (annotation kubegpu.io/simulated-nvml: the JSON
+    ``{"config": profile, "state": state file}`` of tests/support/fakenvml), as the device plugin reads it from NVML
+    on a real node: a GPU with MIG mode on (current, not pending) has the MIG devices of its GPU instances (the
+    state file's ``mode`` and ``gi`` lines, fakenvml.c mig_save); before the fake has written a state, the profile's
+    ``mig_mode`` and ``mig_devices``. None without the annotation or when the files cannot be read."""
+    state = _nvml_state(node)
+    if state is None:
+        return None
+    profile, lines = state
+    layout = [list(g.get("mig_devices") or []) if g.get("mig_mode") else None for g in profile["gpus"]]
     if lines is not None:
         layout = [None] * len(profile["gpus"])
-        for line in lines:
-            key, _sep, value = line.partition(" = ")
-            fields = value.split()
-            if key == "mode" and len(fields) == 4 and int(fields[0]) < len(layout) and fields[2] == "1":
-                layout[int(fields[0])] = []
-            elif key == "gi" and len(fields) == 5 and int(fields[0]) < len(layout) and layout[int(fields[0])] is not None:
-                index = int(fields[0])
-                name = _nvml_names(profile["gpus"][index]["pci_device_id"]).get(int(fields[2]))
-                if name:
-                    layout[index].append(name)
+        for index, records in _state_records(lines, len(layout)).items():
+            names = _nvml_names(profile["gpus"][index]["pci_device_id"])
+            layout[index] = [names[record[1]] for record in records if record[1] in names]
     layout = layout[:gpus]
     return layout + [None] * (gpus - len(layout))
+
+
+def _model(pci_device_id=None, product=None):
+    """The entry of tests/support/mig_profiles.py MODELS for a GPU, by PCI device id or product name; None."""
+    import mig_profiles  # pylint: disable=import-outside-toplevel
+
+    for spec in mig_profiles.MODELS.values():
+        if spec["pci_device_id"] == pci_device_id or (product and spec["name"] == product):
+            return spec
+    return None
+
+
+def _instance(model, gi_name, profile_id, start, size, compute):
+    table = model["profiles"][gi_name]
+    name = gi_name if compute in (None, table["slices"]) else "%dc.%s" % (compute, gi_name)
+    return {"profile": name, "gi_profile": gi_name, "profile_id": profile_id, "start": start, "size": size,
+            "slices": table["slices"], "memory_mib": table["memory_mib"]}
+
+
+def _seeded(model, profiles):
+    """The instances the fake NVML seeds from a profile's ``mig_devices`` (fakenvml.c mig_seed): each in the listed
+    order at the first free placement of its GPU-instance profile; None when the model's table cannot hold them."""
+    used, out = set(), []
+    for profile in profiles:
+        head, _sep, rest = str(profile).partition("c.")
+        compute, gi_name = (int(head), rest) if rest and head.isdigit() else (None, str(profile))
+        table = (model or {}).get("profiles", {}).get(gi_name)
+        if table is None:
+            return None
+        for start, size in table["placements"]:
+            if not used & set(range(start, start + size)):
+                used |= set(range(start, start + size))
+                out.append(_instance(model, gi_name, table["id"], start, size, compute))
+                break
+        else:
+            return None
+    return out
+
+
+def mig_instances(node, gpus):
+    """The node's MIG devices as NVML enumerates them (what the DRA kubelet plugin reads): one entry per GPU of
+    ``gpus`` (node_gpus), None for MIG off or the list of its MIG devices in NVML's index order (the fake's: GPU
+    instances by id, one device per compute instance), each ``{profile, gi_profile, profile_id, start, size,
+    slices, memory_mib}`` (GPU-instance profile id, placement and memory of tests/support/mig_profiles.py). From the
+    fake NVML's state (kubegpu.io/simulated-nvml), else from kubegpu.io/simulated-mig-devices placed as the fake
+    seeds them. A GPU whose model or profiles the tables do not know has no MIG devices listed ([])."""
+    state = _nvml_state(node)
+    if state is not None and state[1] is not None:
+        profile, lines = state
+        out = [None] * len(gpus)
+        for index, records in _state_records(lines, len(profile["gpus"])).items():
+            if index >= len(gpus):
+                continue
+            model = _model(pci_device_id=profile["gpus"][index]["pci_device_id"])
+            names = _nvml_names(profile["gpus"][index]["pci_device_id"])
+            out[index] = [_instance(model, names[profile_id], profile_id, start, size, compute)
+                          for _gi, profile_id, start, size, computes in sorted(records, key=lambda r: r[0])
+                          if profile_id in names for compute in computes]
+        return out
+    layout = node_layout(node, len(gpus))
+    out = []
+    for gpu, profiles, index in zip(gpus, layout, range(len(gpus))):
+        if profiles is None:
+            out.append(None)
+            continue
+        pci = state[0]["gpus"][index].get("pci_device_id") if state is not None and index < len(state[0]["gpus"]) else None
+        out.append(_seeded(_model(pci_device_id=pci, product=gpu.get("productName")), profiles) or [])
+    return out
+
+
+def mig_multiprocessors_per_slice(node, index):
+    """Streaming multiprocessors per GPU-instance slice of the node's GPU ``index``: its fake NVML profile's
+    ``mig_multiprocessors_per_slice``, else 14 (the fake's default, an A100's)."""
+    state = _nvml_state(node)
+    gpus = state[0]["gpus"] if state is not None else []
+    return int(gpus[index].get("mig_multiprocessors_per_slice") or 14) if index < len(gpus) else 14
 
 
 def node_layout(node, gpus):

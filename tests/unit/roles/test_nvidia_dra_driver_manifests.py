@@ -54,11 +54,12 @@ def test_the_chart_objects_for_gpus_and_no_compute_domain():
         ("DeviceClass", "gpu.nvidia.com"),
         ("DeviceClass", "mig.nvidia.com"),
         ("DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin"),
-        # the claim validation's template (demo/specs/quickstart/v1/gpu-test1.yaml): one gpu.nvidia.com device
+        # the claim validation's template (demo/specs/quickstart/v1/gpu-test1.yaml): one gpu.nvidia.com device,
+        # else (a node whose GPUs all have MIG on publishes none) one mig.nvidia.com device
         ("ResourceClaimTemplate", "gpu-validation")]
     (claim,) = by_kind(objects, "ResourceClaimTemplate")
-    assert claim["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu",
-                                                             "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+    assert claim["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "firstAvailable": [
+        {"name": "gpu", "deviceClassName": "gpu.nvidia.com"}, {"name": "mig", "deviceClassName": "mig.nvidia.com"}]}]
     classes = dict((o["metadata"]["name"], o["spec"]["selectors"]) for o in by_kind(objects, "DeviceClass"))
     assert classes["gpu.nvidia.com"] == [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
                                                                 "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]

@@ -56,6 +56,23 @@ def test_slice_readiness_rows_by_node_name():
     assert (row["ok"], row["reason"]) == (False, "node lab-h100 has no ResourceSlice of driver gpu.nvidia.com")
 
 
+def test_slice_readiness_rows_of_a_node_with_mig_on():
+    # GPU 0 with MIG on and two 3g.20gb devices (the facts' mig.devices), GPU 1 whole; the slice lists only one of
+    # the MIG devices (mig.go CommonAttributesMig: type mig, parentUUID, profile)
+    migs = [{"index": i, "profile": "3g.20gb", "uuid": "MIG-0-%d" % i} for i in range(2)]
+    facts = dict(H100, devices=[dict(H100["devices"][0], mig={"current": 1, "pending": 1, "devices": migs}),
+                                H100["devices"][1]])
+    hostvars = {"h100": dict(HOSTVARS["h100"], ansible_facts={"nvidia_gpu": facts})}
+    published = _slice("lab-h100", 2)
+    published["spec"]["devices"][0] = {"name": "gpu-0-mig-3g20gb-9-0", "attributes": {
+        "type": {"string": "mig"}, "uuid": {"string": "MIG-0-0"}, "parentUUID": {"string": "GPU-0"},
+        "profile": {"string": "3g.20gb"}}}
+    (row,) = f.dra_slice_readiness([published], ["h100"], hostvars)
+    assert row == {"host": "h100", "node": "lab-h100", "ok": False,
+                   "reason": "node lab-h100's ResourceSlice lists MIG devices 1x3g.20gb on GPU GPU-0, its facts 2x3g.20gb",
+                   "allocatable_text": "DRA: 1 gpu, 1 mig-3g.20gb", "expected_text": "DRA: 1 gpu, 2 mig-3g.20gb"}
+
+
 def test_allocation_switches_with_their_message_and_the_cordon_toleration():
     # the preflight's node list: lab-h100 gets the DRA label this run (it had GPU labels: the device plugin served it)
     nodes = [{"name": "lab-h100", "host": "h100", "labels": {"nvidia.com/gpu.present": "true",

@@ -10,6 +10,11 @@ Where each expectation comes from:
 * [name]    k8s.io/apimachinery pkg/util/validation/validation.go IsDNS1123Subdomain (DeviceClass names).
 * [slice]   staging/src/k8s.io/api/resource/v1/types.go ResourceSlice (driver, nodeName, devices with
   attributes and capacity); cmd/gpu-kubelet-plugin/deviceinfo.go (gpu-<minor>, uuid, productName, memory).
+* [mig]     kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/nvlib.go GetPerGpuAllocatableDevices
+  (a GPU with MIG on is announced as its MIG devices, never whole), deviceinfo.go MigDeviceInfo.GetDevice and
+  mig.go CommonAttributesMig / ToCanonicalName (gpu-<minor>-mig-<profile>-<profile id>-<start>; type mig,
+  uuid, parentUUID, profile). The facts' MIG devices: nvidia_gpu_facts RETURN (mig.current, mig.devices[].profile
+  and uuid).
 * [operator] NVIDIA/gpu-operator v26.7 (the label nvidia.com/dra-kubelet-plugin marks the nodes the DRA driver's
   kubelet plugin runs on; without it, the device plugin's DaemonSet runs there).
 """
@@ -161,6 +166,84 @@ def test_allocatable_text():
     assert ga.allocatable_text(published.get("h100")) == "DRA: 8 gpu"
     assert ga.allocatable_text(published.get("t4")) == "DRA: no slice"
     assert ga.allocatable_text([]) == "DRA: none"
+    # [mig] MIG devices per profile after the full GPUs; a node with every GPU partitioned lists only those
+    published = ga.published_devices([_slice("a100", _migs(0, ["1g.5gb"] * 7) + [_device(1)]),
+                                      _slice("h100", _migs(0, ["3g.40gb", "1g.10gb+me", "3g.40gb"]))])
+    assert ga.allocatable_text(published["a100"]) == "DRA: 1 gpu, 7 mig-1g.5gb"
+    assert ga.allocatable_text(published["h100"]) == "DRA: 1 mig-1g.10gb+me, 2 mig-3g.40gb"
+    # what the facts name, in the same words
+    assert ga.allocatable_text(ga.expected_devices(MIG_FACTS)) == "DRA: 1 gpu, 7 mig-1g.5gb"
+    assert ga.allocatable_text(ga.expected_devices(FACTS)) == "DRA: 2 gpu"
+
+
+def _mig_fact(parent, slot, profile):
+    return {"index": slot, "name": "NVIDIA A100-SXM4-40GB MIG " + profile, "profile": profile,
+            "uuid": "MIG-%d-%d" % (parent, slot), "memory_mib": 5120}
+
+
+def _migs(parent, profiles, uuids=True):  # [mig] the kubelet plugin's MIG devices of GPU-<parent>
+    devices = []
+    for slot, profile in enumerate(profiles):
+        attributes = {"type": {"string": "mig"}, "parentUUID": {"string": "GPU-%d" % parent},
+                      "profile": {"string": profile}, "productName": {"string": "NVIDIA A100-SXM4-40GB"}}
+        if uuids:
+            attributes["uuid"] = {"string": "MIG-%d-%d" % (parent, slot)}
+        devices.append({"name": "gpu-%d-mig-%s-19-%d" % (parent, profile.replace(".", ""), slot),
+                        "attributes": attributes, "capacity": {"memory": {"value": "4864Mi"}}})
+    return devices
+
+
+def _partitioned(index, profiles):
+    return dict(_fact(index), mig={"current": 1, "pending": 1,
+                                   "devices": [_mig_fact(index, slot, p) for slot, p in enumerate(profiles)]})
+
+
+# GPU 0 partitioned 7x 1g.5gb, GPU 1 whole (MIG off)
+MIG_FACTS = {"devices": [_partitioned(0, ["1g.5gb"] * 7), dict(_fact(1), mig={"current": 0, "pending": 0, "devices": []})]}
+
+
+@pytest.mark.parametrize("slices, why", [
+    ([_slice("h100", _migs(0, ["1g.5gb"] * 7) + [_device(1)])], None),
+    # the order of the devices does not matter
+    ([_slice("h100", [_device(1)] + list(reversed(_migs(0, ["1g.5gb"] * 7))))], None),
+    ([_slice("h100", _migs(0, ["1g.5gb"] * 3) + [_device(1)])],
+     "node h100's ResourceSlice lists MIG devices 3x1g.5gb on GPU GPU-0, its facts 7x1g.5gb"),
+    ([_slice("h100", _migs(0, ["1g.5gb"] * 6 + ["1g.10gb"]) + [_device(1)])],
+     "node h100's ResourceSlice lists MIG devices 1x1g.10gb, 6x1g.5gb on GPU GPU-0, its facts 7x1g.5gb"),
+    ([_slice("h100", [_device(1)])],
+     "node h100's ResourceSlice lists MIG devices none on GPU GPU-0, its facts 7x1g.5gb"),
+    # [mig] the partitioned GPU is never published whole
+    ([_slice("h100", [_device(0), _device(1)])],
+     "node h100's ResourceSlice lists GPU GPU-0 whole, its facts say MIG is on there"),
+    ([_slice("h100", _migs(0, ["1g.5gb"] * 7) + _migs(1, ["7g.40gb"]))],
+     "node h100's ResourceSlice lists MIG device gpu-1-mig-7g40gb-19-0 of GPU GPU-1, whose MIG mode its facts say "
+     "is off"),
+    ([_slice("h100", _migs(0, ["1g.5gb"] * 7, uuids=False) + [_device(1)])],
+     "node h100's ResourceSlice does not list MIG device MIG-0-0 (1g.5gb on GPU GPU-0)"),
+    # the whole GPU beside the MIG devices is still checked as before
+    ([_slice("h100", _migs(0, ["1g.5gb"] * 7))], "node h100's ResourceSlice lists 0 GPUs, its facts 1"),
+    ([_slice("h100", _migs(0, ["1g.5gb"] * 7) + [_device(1, memory="40960Mi")])],
+     "node h100's ResourceSlice gives GPU GPU-1 40960 MiB, its facts 81559 MiB"),
+])
+def test_slice_readiness_of_a_node_with_mig(slices, why):
+    assert ga.slice_readiness(slices, {"h100": MIG_FACTS}) == {"h100": why}
+
+
+def test_mig_devices_the_facts_do_not_list_are_not_counted():
+    # MIG on, its devices unknown to the facts (mig.devices null): whatever MIG devices the slice lists pass
+    facts = {"devices": [dict(_fact(0), mig={"current": 1, "pending": 1, "devices": None})]}
+    assert ga.slice_readiness([_slice("h100", _migs(0, ["2g.10gb"]))], {"h100": facts}) == {"h100": None}
+    assert ga.slice_readiness([_slice("h100", [_device(0)])], {"h100": facts}) == {
+        "h100": "node h100's ResourceSlice lists GPU GPU-0 whole, its facts say MIG is on there"}
+    assert ga.expected_devices(facts) == []
+
+
+def test_published_devices_keeps_mig_devices_with_their_parent_and_profile():
+    (mig,) = ga.published_devices([_slice("h100", _migs(2, ["1g.5gb"]))])["h100"]
+    assert mig == {"name": "gpu-2-mig-1g5gb-19-0", "type": "mig", "uuid": "MIG-2-0", "product": "NVIDIA A100-SXM4-40GB",
+                   "memory_mib": 4864, "parent": "GPU-2", "profile": "1g.5gb"}
+    # a device of another type (vfio) is left out
+    assert ga.published_devices([_slice("h100", [_device(0, kind="vfio")])]) == {"h100": []}
 
 
 def test_the_dra_label_is_the_collections_to_remove_when_stale():
