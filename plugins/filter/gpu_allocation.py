@@ -2,8 +2,8 @@
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the per-node choice between the device plugin and DRA (module_utils/gpu_allocation.py):
-kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_slice_readiness, allocation_switches and
-switch_tolerations."""
+kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_compute_domain_classes,
+dra_deployment_problem, dra_slice_readiness, allocation_switches and switch_tolerations."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -48,7 +48,7 @@ def dra_hosts(hosts, hostvars):
     return [host for host in hosts or [] if gpu_allocation(host, hostvars) == "dra"]
 
 
-def dra_problems(hosts, hostvars, cluster_version, device_classes=None):
+def dra_problems(hosts, hostvars, cluster_version, device_classes=None, compute_domains=False):
     """Every reason the DRA driver cannot be deployed on the DRA hosts of ``hosts``, as one line ("" when none)."""
     from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
 
@@ -58,8 +58,25 @@ def dra_problems(hosts, hostvars, cluster_version, device_classes=None):
         gpu = (host_vars.get("ansible_facts") or {}).get("nvidia_gpu") or {}
         nodes.append({"host": host, "driver_version": gpu.get("driver_version"),
                       "cdi": ga.runtime_cdi(host, host_vars)})
-    problems = ga.dra_problems(cluster_version, nodes, device_classes)
+    problems = ga.dra_problems(cluster_version, nodes, device_classes, bool(compute_domains))
     return ("DRA cannot be deployed: " + "; ".join(problems)) if problems else ""
+
+
+def dra_compute_domain_classes(compute_domains):
+    """The ComputeDomain DeviceClasses ``{name: [CEL selector]}`` when ``compute_domains`` is true, else ``{}``."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import compute_domain_classes
+
+    return compute_domain_classes(bool(compute_domains))
+
+
+def dra_deployment_problem(deployment):
+    """Why a Deployment (the ComputeDomain controller) is not available, in one line; "" when it is."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils.gpu_allocation import deployment_problem
+
+    if deployment is not None and not isinstance(deployment, dict):
+        raise AnsibleFilterError("dra_deployment_problem expects a Deployment object (a dict), got %s"
+                                 % type(deployment).__name__)
+    return deployment_problem(deployment)
 
 
 def dra_slice_readiness(slices, hosts, hostvars):
@@ -107,5 +124,7 @@ class FilterModule:
 
     def filters(self):
         return {"gpu_allocation": gpu_allocation, "runtime_cdi": runtime_cdi, "dra_hosts": dra_hosts,
-                "dra_problems": dra_problems, "dra_slice_readiness": dra_slice_readiness,
+                "dra_problems": dra_problems, "dra_compute_domain_classes": dra_compute_domain_classes,
+                "dra_deployment_problem": dra_deployment_problem,
+                "dra_slice_readiness": dra_slice_readiness,
                 "allocation_switches": allocation_switches, "switch_tolerations": switch_tolerations}

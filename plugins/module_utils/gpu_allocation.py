@@ -14,7 +14,7 @@ dra-driver-nvidia-gpu refuses to render its chart next to the device plugin unle
 
 ``dra_problems`` is the DRA preflight: every refusal at once, before anything is applied (Kubernetes older
 than 1.34, a driver older than 565, CDI not enabled in the runtime, a node set to both, a DeviceClass name or
-CEL selector that does not compile). ``slice_readiness`` compares, from ONE list of the driver's
+CEL selector that does not compile, the ComputeDomain classes included when asked). ``slice_readiness`` compares, from ONE list of the driver's
 ResourceSlices, each DRA node's published devices with what its GPU facts say it has.
 """
 
@@ -50,6 +50,17 @@ _NAMES = {DEVICE_PLUGIN: "the device plugin", DRA: "DRA"}
 # the toleration of a cordon (the node controller's taint on an unschedulable node): validation pods on a node
 # that switched mechanism run while it is still cordoned
 CORDON_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+# The DeviceClasses of the ComputeDomain part (dra-driver-nvidia-gpu v0.4.1 chart
+# templates/deviceclass-compute-domain-daemon.yaml and deviceclass-compute-domain-default-channel.yaml): the
+# IMEX daemon of a ComputeDomain and its default IMEX channel, devices of the driver compute-domain.nvidia.com
+COMPUTE_DOMAIN_DRIVER = "compute-domain.nvidia.com"
+COMPUTE_DOMAIN_DEVICE_CLASSES = {
+    "compute-domain-daemon.nvidia.com": [
+        "device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == 'daemon'"],
+    "compute-domain-default-channel.nvidia.com": [
+        "device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == 'channel'"
+        " && device.attributes['compute-domain.nvidia.com'].id == 0"],
+}
 _QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti|)$")
 _FACTOR_MIB = {"Ki": 1.0 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
 
@@ -119,13 +130,21 @@ def device_class_problems(name, selectors):
     return problems
 
 
-def dra_problems(cluster_version, nodes, device_classes=None):
+def compute_domain_classes(compute_domains):
+    """The ComputeDomain DeviceClasses ``{name: [CEL selector]}`` when ``compute_domains`` is on, else ``{}``."""
+    return dict((name, list(selectors)) for name, selectors in COMPUTE_DOMAIN_DEVICE_CLASSES.items()) \
+        if compute_domains else {}
+
+
+def dra_problems(cluster_version, nodes, device_classes=None, compute_domains=False):
     """Every reason the DRA driver cannot be deployed, as one list of one-line texts (empty: go ahead).
 
     ``cluster_version``: ``kubegpu_cluster.version`` (``"1.34.2"``). ``nodes``: one dict per DRA host with
     ``host``, ``driver_version`` (its GPU facts', None when unknown), ``cdi`` (whether the runtime has CDI
     enabled, None when the toolkit role did not say), ``runtime`` (whether the NVIDIA runtime is configured,
-    None when unknown). ``device_classes``: ``{name: [CEL selector, ...]}`` the role would create.
+    None when unknown). ``device_classes``: ``{name: [CEL selector, ...]}`` the role would create;
+    ``compute_domains``: whether the ComputeDomain part is deployed too (its two DeviceClasses are checked, and
+    a configured class of the same name refused: both would be applied under one name).
     """
     problems = []
     if nodes and _version_tuple(cluster_version)[:2] < MIN_KUBERNETES:
@@ -147,6 +166,11 @@ def dra_problems(cluster_version, nodes, device_classes=None):
                             "nvidia_container_toolkit_cdi: true or leave it null for DRA hosts)" % host)
     for name, selectors in sorted((device_classes or {}).items()):
         problems.extend(device_class_problems(name, selectors))
+    for name, selectors in sorted(compute_domain_classes(compute_domains).items()):
+        if name in (device_classes or {}):
+            problems.append("DeviceClass %s is created by the ComputeDomain part (nvidia_dra_driver_compute_domains); "
+                            "remove it from nvidia_dra_driver_device_classes" % name)
+        problems.extend(device_class_problems(name, selectors))
     return problems
 
 
@@ -155,6 +179,26 @@ def check_dra(cluster_version, nodes, device_classes=None):
     problems = dra_problems(cluster_version, nodes, device_classes)
     if problems:
         raise InputError("DRA cannot be deployed: " + "; ".join(problems))
+
+
+def deployment_problem(deployment):
+    """Why a Deployment is not rolled out and available, in one line ("" when it is; ``not found`` for none).
+
+    ``kubectl rollout status``'s test (k8s.io/kubectl pkg/polymorphichelpers/rollout_status.go,
+    DeploymentStatusViewer): the controller saw the current spec (``observedGeneration``), every wanted replica
+    is updated, no old replica is left and every updated one is available.
+    """
+    if not deployment:
+        return "not found"
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    wanted = spec.get("replicas", 1)
+    counts = (status.get("updatedReplicas", 0), status.get("replicas", 0), status.get("availableReplicas", 0))
+    generation = (deployment.get("metadata") or {}).get("generation", 0)
+    if status.get("observedGeneration", -1) >= generation and counts == (wanted, wanted, wanted):
+        return ""
+    return ("%d replica(s) wanted, %d updated, %d in all, %d available, observedGeneration %s of generation %s"
+            % ((wanted,) + counts + (status.get("observedGeneration", "none"), generation)))
 
 
 def quantity_mib(text):

@@ -87,6 +87,12 @@ RESOURCES = [
     # the Prometheus Operator's ServiceMonitor (the dcgm_exporter role applies one where the CRD exists)
     Resource("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True, ("smon",),
              generation=True, crd="servicemonitors.monitoring.coreos.com"),
+    # NVIDIA's DRA driver's ComputeDomain part (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 chart
+    # crds/resource.nvidia.com_computedomains.yaml, with a status subresource, and _computedomaincliques.yaml)
+    Resource("resource.nvidia.com", "v1beta1", "computedomains", "ComputeDomain", True, subresources=("status",),
+             generation=True, crd="computedomains.resource.nvidia.com"),
+    Resource("resource.nvidia.com", "v1beta1", "computedomaincliques", "ComputeDomainClique", True,
+             generation=True, crd="computedomaincliques.resource.nvidia.com"),
 ]
 
 SUBRESOURCE_KIND = {"status": None, "log": "Pod", "eviction": "Eviction"}

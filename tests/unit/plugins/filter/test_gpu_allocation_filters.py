@@ -1,4 +1,5 @@
-"""Filters kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_slice_readiness,
+"""Filters kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_compute_domain_classes,
+dra_deployment_problem, dra_slice_readiness,
 allocation_switches and switch_tolerations: the DRA decisions (module_utils/gpu_allocation.py, tested in test_gpu_allocation.py) from the inventory's hostvars.
 
 Source: kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 README.md (Kubernetes 1.34, driver 565, CDI);
@@ -37,6 +38,25 @@ def test_dra_problems_in_one_line():
         "DRA cannot be deployed: the cluster runs Kubernetes 1.33.1; DRA (resource.k8s.io/v1) needs 1.34 or newer; "
         "DRA host old runs NVIDIA driver 550.54.15; the DRA driver needs 565 or newer; DRA host old does not have "
         "CDI enabled in its container runtime (set nvidia_container_toolkit_cdi: true or leave it null for DRA hosts)")
+
+
+def test_dra_problems_with_compute_domains():
+    classes = {"compute-domain-default-channel.nvidia.com": ["device.driver == 'gpu.nvidia.com'"]}
+    assert f.dra_problems(["h100"], HOSTVARS, "1.34.2", classes) == ""
+    assert f.dra_problems(["h100"], HOSTVARS, "1.34.2", classes, True) == (
+        "DRA cannot be deployed: DeviceClass compute-domain-default-channel.nvidia.com is created by the ComputeDomain "
+        "part (nvidia_dra_driver_compute_domains); remove it from nvidia_dra_driver_device_classes")
+    assert f.dra_compute_domain_classes(False) == {}
+    assert sorted(f.dra_compute_domain_classes(True)) == ["compute-domain-daemon.nvidia.com",
+                                                          "compute-domain-default-channel.nvidia.com"]
+
+
+def test_dra_deployment_problem():
+    assert f.dra_deployment_problem({}) == "not found"
+    assert f.dra_deployment_problem({"metadata": {"generation": 1}, "spec": {"replicas": 1}, "status": {
+        "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}}) == ""
+    with pytest.raises(AnsibleFilterError, match="dra_deployment_problem expects a Deployment object"):
+        f.dra_deployment_problem("nope")
 
 
 def _slice(node, count):
@@ -91,6 +111,7 @@ def test_allocation_switches_with_their_message_and_the_cordon_toleration():
 
 
 def test_filters_are_registered():
-    assert sorted(f.FilterModule().filters()) == ["allocation_switches", "dra_hosts", "dra_problems",
+    assert sorted(f.FilterModule().filters()) == ["allocation_switches", "dra_compute_domain_classes",
+                                                  "dra_deployment_problem", "dra_hosts", "dra_problems",
                                                   "dra_slice_readiness", "gpu_allocation", "runtime_cdi",
                                                   "switch_tolerations"]

@@ -15,6 +15,10 @@ Where each expectation comes from:
   mig.go CommonAttributesMig / ToCanonicalName (gpu-<minor>-mig-<profile>-<profile id>-<start>; type mig,
   uuid, parentUUID, profile). The facts' MIG devices: nvidia_gpu_facts RETURN (mig.current, mig.devices[].profile
   and uuid).
+* [cd]      the same chart's templates/deviceclass-compute-domain-daemon.yaml and
+  deviceclass-compute-domain-default-channel.yaml (the ComputeDomain DeviceClasses, resources.computeDomains).
+* [rollout] k8s.io/kubectl pkg/polymorphichelpers/rollout_status.go DeploymentStatusViewer (a Deployment rolled
+  out: observedGeneration current, updated == wanted == replicas, available == updated).
 * [operator] NVIDIA/gpu-operator v26.7 (the label nvidia.com/dra-kubelet-plugin marks the nodes the DRA driver's
   kubelet plugin runs on; without it, the device plugin's DaemonSet runs there).
 """
@@ -307,3 +311,52 @@ def test_switch_message():
         "node n1 switches from the device plugin to DRA: cordoned and drained of its GPU work (pods that request "
         "nvidia.com/* resources or hold resource claims) before its label nvidia.com/dra-kubelet-plugin changes; "
         "uncordoned once validated")
+
+
+# [cd]
+def test_the_compute_domain_classes_are_checked_only_when_asked():
+    assert ga.compute_domain_classes(False) == {}
+    assert sorted(ga.compute_domain_classes(True)) == ["compute-domain-daemon.nvidia.com",
+                                                       "compute-domain-default-channel.nvidia.com"]
+    assert ga.dra_problems("1.34.2", [GOOD], {"gpu.nvidia.com": [GPU_SELECTOR]}, True) == []
+    # a configured class of the same name would be applied twice under one name
+    problems = ga.dra_problems("1.34.2", [GOOD], {"compute-domain-daemon.nvidia.com": [GPU_SELECTOR]}, True)
+    assert problems == ["DeviceClass compute-domain-daemon.nvidia.com is created by the ComputeDomain part "
+                        "(nvidia_dra_driver_compute_domains); remove it from nvidia_dra_driver_device_classes"]
+    assert ga.dra_problems("1.34.2", [GOOD], {"compute-domain-daemon.nvidia.com": [GPU_SELECTOR]}, False) == []
+
+
+@pytest.mark.skipif(not ga.HAS_CELPY, reason="cel-python is not installed")
+def test_the_compute_domain_classes_cel_compiles(monkeypatch):
+    assert all(ga.device_class_problems(name, selectors) == []
+               for name, selectors in ga.compute_domain_classes(True).items())
+    # the same check refuses the chart's classes once broken
+    monkeypatch.setitem(ga.COMPUTE_DOMAIN_DEVICE_CLASSES, "compute-domain-daemon.nvidia.com", ["device.driver =="])
+    (problem,) = ga.dra_problems("1.34.2", [GOOD], {}, True)
+    assert problem.startswith("DeviceClass compute-domain-daemon.nvidia.com CEL selector 'device.driver ==' does not compile")
+
+
+def _deployment(wanted=1, generation=2, **status):
+    return {"metadata": {"generation": generation}, "spec": {"replicas": wanted}, "status": status}
+
+
+# [rollout]
+@pytest.mark.parametrize("deployment, expected", [
+    (_deployment(observedGeneration=2, replicas=1, updatedReplicas=1, availableReplicas=1), ""),
+    (_deployment(wanted=3, generation=1, observedGeneration=1, replicas=3, updatedReplicas=3, availableReplicas=3), ""),
+    (None, "not found"),
+    ({}, "not found"),
+    # created, not yet seen by the deployment controller
+    (_deployment(), "1 replica(s) wanted, 0 updated, 0 in all, 0 available, observedGeneration none of generation 2"),
+    # an old spec seen
+    (_deployment(observedGeneration=1, replicas=1, updatedReplicas=1, availableReplicas=1),
+     "1 replica(s) wanted, 1 updated, 1 in all, 1 available, observedGeneration 1 of generation 2"),
+    # the pod is not available yet (its image is being pulled)
+    (_deployment(observedGeneration=2, replicas=1, updatedReplicas=1),
+     "1 replica(s) wanted, 1 updated, 1 in all, 0 available, observedGeneration 2 of generation 2"),
+    # an old replica still there during the rollout
+    (_deployment(observedGeneration=2, replicas=2, updatedReplicas=1, availableReplicas=2),
+     "1 replica(s) wanted, 1 updated, 2 in all, 2 available, observedGeneration 2 of generation 2"),
+])
+def test_deployment_problem(deployment, expected):
+    assert ga.deployment_problem(deployment) == expected
