@@ -104,11 +104,59 @@ def test_the_dra_node_publishes_its_gpus_and_a_second_run_changes_nothing(cluste
     assert stats["changed"] == 0
 
 
-def test_a_slice_that_differs_from_the_facts_fails_naming_the_node(cluster):
+CD_CLASSES = ["compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com"]
+
+
+def compute_domain_state(kube):
+    """What of the ComputeDomain part the cluster holds: CRDs, controller, DeviceClasses, kubelet plugin containers."""
+    ext = kubernetes.client.ApiextensionsV1Api(kube.api_client())
+    crds = [c.metadata.name for c in ext.list_custom_resource_definition().items]
+    deployments = [d.metadata.name for d in kube.apps().list_namespaced_deployment(NAMESPACE).items]
+    classes = kube.dynamic().resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass").get().to_dict()
+    ds = kube.apps().read_namespaced_daemon_set(DS, NAMESPACE)
+    return {"crds": sorted(crds), "deployments": deployments,
+            "classes": sorted(c["metadata"]["name"] for c in classes["items"]),
+            "containers": [c.name for c in ds.spec.template.spec.containers]}
+
+
+def test_compute_domains_when_asked_and_a_slice_that_differs_from_the_facts_fails_naming_the_node(cluster):
+    # this run takes the ComputeDomain part (chart resources.computeDomains.enabled): it gets as far as the slices
+    kube = cluster["kube"]
     ansible_run.write_cached_facts(cluster["dir"] / "facts", "h100", {"nvidia_gpu": facts(3)})
-    rc, stats, tasks = run(cluster)
+    rc, stats, tasks = run(cluster, {"nvidia_dra_driver_compute_domains": True})
     assert rc != 0
     assert failed(tasks)[-1][1] == "node h100's ResourceSlice lists 2 GPUs, its facts 3"
+    assert compute_domain_state(kube) == {
+        "crds": ["computedomaincliques.resource.nvidia.com", "computedomains.resource.nvidia.com"],
+        "deployments": ["nvidia-dra-driver-gpu-controller"],
+        "classes": CD_CLASSES + ["gpu.nvidia.com", "mig.nvidia.com"],
+        "containers": ["compute-domains", "gpus"]}
+    dep = kube.apps().read_namespaced_deployment("nvidia-dra-driver-gpu-controller", NAMESPACE)
+    assert dep.status.available_replicas == dep.spec.replicas == 1
+    (check,) = [res for name, res in tasks.items() if name.endswith("Check that the ComputeDomain controller is available")]
+    assert not check.get("skipped") and not check.get("failed")
+    # the CRD is served: a ComputeDomain (demo/specs/imex/channel-injection.yaml's shape) can be created
+    custom = kubernetes.client.CustomObjectsApi(kube.api_client())
+    domain = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+              "metadata": {"name": "imex-channel-injection", "namespace": "default"},
+              "spec": {"numNodes": 1, "channel": {"resourceClaimTemplate": {"name": "imex-channel-0"}}}}
+    custom.create_namespaced_custom_object("resource.nvidia.com", "v1beta1", "default", "computedomains", domain)
+    custom.delete_namespaced_custom_object("resource.nvidia.com", "v1beta1", "default", "computedomains",
+                                           "imex-channel-injection")
+
+    # turned off again (and the facts right): what it added is removed, the kubelet plugin is the gpus container
+    ansible_run.write_cached_facts(cluster["dir"] / "facts", "h100", {"nvidia_gpu": facts(2)})
+    rc, stats, tasks = run(cluster)
+    assert rc == 0, failed(tasks)
+    assert compute_domain_state(kube) == {"crds": [], "deployments": [], "classes": ["gpu.nvidia.com", "mig.nvidia.com"],
+                                          "containers": ["gpus"]}
+    role = kubernetes.client.RbacAuthorizationV1Api(kube.api_client()).read_cluster_role(
+        "nvidia-dra-driver-gpu-kubeletplugin")
+    assert [(r.resources, r.verbs) for r in role.rules if r.resources in (["computedomains"], ["nodes"])] == [
+        (["nodes"], ["get", "list", "watch"])]
+    with pytest.raises(kubernetes.client.exceptions.ApiException) as err:
+        custom.list_namespaced_custom_object("resource.nvidia.com", "v1beta1", "default", "computedomains")
+    assert err.value.status == 404
 
 
 @pytest.mark.parametrize("extra, facts_h100, message", [
