@@ -45,3 +45,41 @@ def test_a_servicemonitor_is_served_only_while_its_crd_exists(kube_server, kube)
     with pytest.raises(kubernetes.client.ApiException) as err:
         custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", "default", "servicemonitors")
     assert err.value.status == 404
+
+
+# kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 deployments/helm/dra-driver-nvidia-gpu/crds/
+# resource.nvidia.com_computedomains.yaml (namespaced, v1beta1, status subresource); demo/specs/imex/channel-injection.yaml
+CD_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "computedomains.resource.nvidia.com"},
+    "spec": {"group": "resource.nvidia.com", "scope": "Namespaced",
+             "names": {"plural": "computedomains", "singular": "computedomain", "kind": "ComputeDomain",
+                       "listKind": "ComputeDomainList"},
+             "versions": [{"name": "v1beta1", "served": True, "storage": True, "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+DOMAIN = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+          "metadata": {"name": "imex-channel-injection", "namespace": "default"},
+          "spec": {"numNodes": 1, "channel": {"resourceClaimTemplate": {"name": "imex-channel-0"}}},
+          "status": {"status": "Ready"}}
+
+
+def test_a_computedomain_is_served_while_its_crd_exists_and_its_status_is_a_subresource(kube_server, kube):
+    client = kube.api_client()
+    custom = kubernetes.client.CustomObjectsApi(client)
+    ext = kubernetes.client.ApiextensionsV1Api(client)
+    args = ("resource.nvidia.com", "v1beta1", "default", "computedomains")
+    with pytest.raises(kubernetes.client.ApiException) as err:
+        custom.create_namespaced_custom_object(*args, DOMAIN)
+    assert err.value.status == 404
+    ext.create_custom_resource_definition(CD_CRD)
+    created = custom.create_namespaced_custom_object(*args, DOMAIN)
+    # the status of a resource with a status subresource is not set on create (only through /status)
+    assert "status" not in created and created["spec"]["numNodes"] == 1
+    custom.patch_namespaced_custom_object_status(*args, "imex-channel-injection", {"status": {"status": "Ready"}})
+    assert custom.get_namespaced_custom_object(*args, "imex-channel-injection")["status"] == {"status": "Ready"}
+    ext.delete_custom_resource_definition(CD_CRD["metadata"]["name"])
+    with pytest.raises(kubernetes.client.ApiException) as err:
+        custom.get_namespaced_custom_object(*args, "imex-channel-injection")
+    assert err.value.status == 404
