@@ -67,8 +67,10 @@
  * c x mig_multiprocessors_per_slice (default 14, the A100's), sharedCopyEngineCount g,
  * decoders/JPEG/OFA as the A100 has them per GPU instance size (1g: 0/0/0, 2g: 1/0/0,
  * 3g and 4g: 2/0/0, 7g: 5/1/1; +me adds one decoder, JPEG and OFA to a 1g instance,
- * +me.all gives it the 7g media engines, -me none), no encoders, memorySizeMB gb x 1024
- * (the MIG device's memory total). Full GPUs answer NVML_ERROR_NOT_SUPPORTED.
+ * +me.all gives it the 7g media engines, -me none), no encoders, memorySizeMB (the MIG
+ * device's memory total) gb x 1024, except on a GPU with a MIG profile table (a model
+ * of mig_models), where it is the GPU instance profile's memorySizeMB, as NVML reports
+ * it. Full GPUs answer NVML_ERROR_NOT_SUPPORTED.
  *
  * No file: nvmlInit* returns NVML_ERROR_DRIVER_NOT_LOADED. A file that does
  * not parse: nvmlInit* returns NVML_ERROR_UNKNOWN and prints
