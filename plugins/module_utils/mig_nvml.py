@@ -68,8 +68,19 @@ def _text(value):
 
 
 # ------------------------------------------------------------------ reading
+# the GPU-instance profile info's engine counts; a MIG device (one full-size compute instance) shares them all
+_ENGINE_FIELDS = (("copy", "copyEngineCount"), ("decoder", "decoderCount"), ("encoder", "encoderCount"),
+                  ("jpeg", "jpegCount"), ("ofa", "ofaCount"))
+
+
+def _field(info, name):
+    value = getattr(info, name, None)
+    return int(value) if value is not None else None
+
+
 def _profiles(lib, handle, memory_bytes):
-    """``{name: {id, slices, instances, memory_mib, placements, constant}}`` of the GPU's profile table."""
+    """``{name: {id, slices, instances, memory_mib, placements, constant, multiprocessors, engines}}`` of the GPU's
+    profile table (``engines``: ``{copy, decoder, encoder, jpeg, ofa}`` counts)."""
     table = {}
     for constant in range(getattr(lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", _GPU_INSTANCE_PROFILE_COUNT)):
         try:
@@ -86,7 +97,9 @@ def _profiles(lib, handle, memory_bytes):
         lib.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, places, lib.byref(count))
         table[name] = {"id": info.id, "slices": info.sliceCount, "instances": info.instanceCount,
                        "memory_mib": info.memorySizeMB, "constant": constant,
-                       "placements": [(places[i].start, places[i].size) for i in range(count.value)]}
+                       "placements": [(places[i].start, places[i].size) for i in range(count.value)],
+                       "multiprocessors": _field(info, "multiprocessorCount"),
+                       "engines": dict((engine, _field(info, field)) for engine, field in _ENGINE_FIELDS)}
     return table
 
 

@@ -24,7 +24,9 @@ A GPU as the reader gives it (dict)::
     mode             {"current": bool, "pending": bool} (nvmlDeviceGetMigMode)
     profiles         {profile name: {"id": NVML profile info id, "slices": sliceCount,
                       "instances": instanceCount, "memory_mib": memorySizeMB,
-                      "placements": [(start, size), ...] (nvmlDeviceGetGpuInstancePossiblePlacements)}}
+                      "placements": [(start, size), ...] (nvmlDeviceGetGpuInstancePossiblePlacements),
+                      optional "multiprocessors": multiprocessorCount, "engines": {"copy": copyEngineCount,
+                      "decoder", "encoder", "jpeg", "ofa": decoderCount ... ofaCount}}}
                      for each GPU-instance profile the GPU has (name as go-nvlib names it, see
                      ``gpu_instance_profile_name``)
     instances        [{"id": GPU instance id, "profile": name, "placement": (start, size),
@@ -289,11 +291,14 @@ def _gpu_plan(gpu, spec, config_name):
     replan = bool(desired and any(spec["mig_devices"].values()) and gpu.get("profiles") is None)
     layout = fit(gpu, spec["mig_devices"], config_name) if desired and not replan else []
     wanted = spec_devices(spec) if replan else _count(layout)
+    table = dict((mig_config.canonical_profile(name), info) for name, info in (gpu.get("profiles") or {}).items())
     result = {
         "index": gpu["index"], "name": gpu.get("name"), "selected": True,
         "mode": {"current": current, "pending": pending, "desired": desired},
         "mode_change": None, "reset_required": current != desired, "replan": replan,
         "destroy": [], "create": [], "devices": wanted,
+        "attributes": dict((name, device_attributes(table[mig_config.canonical_profile(name)]))
+                           for name in wanted if mig_config.canonical_profile(name) in table),
         "before": geometry_text(gpu),
     }
     if pending != desired:
@@ -329,6 +334,17 @@ def _gpu_plan(gpu, spec, config_name):
     return result
 
 
+def device_attributes(info):
+    """The attributes of a MIG device of a GPU-instance profile (``info``: an entry of a GPU's ``profiles``) with
+    its one full-size compute instance, keyed as the GPU facts key a MIG device's (``gpu_discovery_nvml``
+    ``mig_attributes``): ``memory_mib`` (memorySizeMB), ``multiprocessors``, ``slices`` ({gi, ci}: the sliceCount
+    twice) and ``engines`` ({copy, decoder, encoder, jpeg, ofa}); None where the reader did not give it."""
+    engines = info.get("engines") or {}
+    return {"memory_mib": info.get("memory_mib"), "multiprocessors": info.get("multiprocessors"),
+            "slices": {"gi": info.get("slices"), "ci": info.get("slices")},
+            "engines": dict((engine, engines.get(engine)) for engine in ("copy", "decoder", "encoder", "jpeg", "ofa"))}
+
+
 def spec_devices(spec):
     """``{canonical profile: count}`` a spec asks for (counts of 0 left out)."""
     return dict((mig_config.canonical_profile(name), count) for name, count in spec["mig_devices"].items() if count)
@@ -352,7 +368,9 @@ def plan(gpus, configs, config_name):
     has ``index``, ``name``, ``selected``, ``mode`` ({current, pending, desired}), ``mode_change``
     (``enable``/``disable``/None), ``reset_required``, ``destroy`` (compute instances first, then GPU
     instances), ``create`` (``{profile, profile_id, slices, placement: [start, size], compute_instance: "full"}``
-    in creation order), ``devices`` ({profile: count} once applied), ``before``/``after`` (one line each),
+    in creation order), ``devices`` ({profile: count} once applied), ``attributes`` ({profile of ``devices``:
+    ``device_attributes``} for each profile the GPU's profile table, or that of a GPU of its model, has),
+    ``before``/``after`` (one line each),
     ``replan`` (MIG is off and no GPU of the model on the node gave a profile table: plan again once the mode
     is on, before creating anything) and ``changed``; GPUs no spec addresses (or skipped as not MIG-capable) have ``selected`` False and
     ``skipped`` saying why. Raises InputError for a bad config or GPU before planning any GPU, and

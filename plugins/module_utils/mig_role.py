@@ -136,7 +136,9 @@ def planned_facts(facts, result):
 
     ``result``: the ``nvidia_mig`` module's result in check mode (its ``plan``). Each changed GPU gets the
     desired MIG mode (current and pending) and, MIG on, one MIG device per planned one, with the attributes of a
-    MIG device of that profile already on a GPU of the same model (else only its profile and name); every other
+    MIG device of that profile already on a GPU of the same model, else those the plan gives for the profile
+    (``attributes``: NVML's profile info of the GPU's model), else only its profile and name (MIG off on every
+    GPU of the model: NVML answers profile info only once MIG is on); every other
     GPU and every other fact is left as read. Check mode uses it, so that the labels, the allocatable the device
     plugin role expects and the summary show the geometry the change would make; a real change reads the facts
     again instead.
@@ -154,7 +156,7 @@ def planned_facts(facts, result):
         mode = 1 if plan["mode"]["desired"] else 0
         migs = []
         for profile in sorted(plan.get("devices") or {}) if mode else []:
-            like = known.get((device.get("pci_device_id"), profile)) or {}
+            like = known.get((device.get("pci_device_id"), profile)) or (plan.get("attributes") or {}).get(profile) or {}
             entry = dict((key, copy.deepcopy(like[key])) for key in MIG_PROFILE_ATTRIBUTES if key in like)
             entry.update(name="%s MIG %s" % (device.get("name"), profile), profile=profile)
             migs.extend(copy.deepcopy(entry) for dummy in range(int(plan["devices"][profile])))

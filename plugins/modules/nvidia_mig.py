@@ -138,9 +138,17 @@ mig_devices:
   sample: {gpus: {"0": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
            resources: {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/mig-2g.10gb": 1, "nvidia.com/mig-3g.20gb": 1}}
 plan:
-  description: The plan (C(mig_plan.plan)); per GPU its mode, what is destroyed and created, before and after.
+  description:
+    - The plan (C(mig_plan.plan)); per GPU its mode, what is destroyed and created, before and after.
+    - Per GPU, C(attributes) maps each profile of its planned C(devices) to the attributes a MIG device of that
+      profile will have, as NVML's profile info of the GPU (or of a GPU of the same model) reports them and
+      keyed as the GPU facts key a MIG device's (C(memory_mib), C(multiprocessors), C(slices) C(gi)/C(ci),
+      C(engines) C(copy)/C(decoder)/C(encoder)/C(jpeg)/C(ofa)); a profile is missing while MIG is off on every
+      GPU of the model (NVML answers profile info only once MIG is on).
   returned: always
   type: dict
+  sample: {gpus: [{index: 0, devices: {"1g.5gb": 7}, attributes: {"1g.5gb": {memory_mib: 4864, multiprocessors: 14,
+           slices: {gi: 1, ci: 1}, engines: {copy: 1, decoder: 0, encoder: 0, jpeg: 0, ofa: 0}}}}]}
 """
 
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import run_module

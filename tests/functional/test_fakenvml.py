@@ -158,23 +158,25 @@ def test_blackwell_profiles_hold_the_documented_hardware():
 
 
 # MIG device attributes the fake derives from a profile (fakenvml.c mig_attributes): A100 media engines per
-# GPU instance size, copy engines = GPU slices, multiprocessors = compute slices x mig_multiprocessors_per_slice.
+# GPU instance size, copy engines = GPU slices, multiprocessors = compute slices x mig_multiprocessors_per_slice;
+# the memory is the GPU instance profile's memorySizeMB on this 81559 MiB H100 (fakenvml.c shape_mib: the table's
+# value scaled down and kept under the profile's eighths), as NVML gives a MIG device's memory.
 ATTRIBUTES = {
     "1g.10gb+me": dict(multiprocessorCount=16, sharedCopyEngineCount=1, sharedDecoderCount=1, sharedEncoderCount=0,
                        sharedJpegCount=1, sharedOfaCount=1, gpuInstanceSliceCount=1, computeInstanceSliceCount=1,
-                       memorySizeMB=10240),
+                       memorySizeMB=10130),
     "1g.10gb": dict(multiprocessorCount=16, sharedCopyEngineCount=1, sharedDecoderCount=0, sharedEncoderCount=0,
                     sharedJpegCount=0, sharedOfaCount=0, gpuInstanceSliceCount=1, computeInstanceSliceCount=1,
-                    memorySizeMB=10240),
+                    memorySizeMB=10130),
     "2g.20gb": dict(multiprocessorCount=32, sharedCopyEngineCount=2, sharedDecoderCount=1, sharedEncoderCount=0,
                     sharedJpegCount=0, sharedOfaCount=0, gpuInstanceSliceCount=2, computeInstanceSliceCount=2,
-                    memorySizeMB=20480),
+                    memorySizeMB=20261),
     "3g.40gb": dict(multiprocessorCount=48, sharedCopyEngineCount=3, sharedDecoderCount=2, sharedEncoderCount=0,
                     sharedJpegCount=0, sharedOfaCount=0, gpuInstanceSliceCount=3, computeInstanceSliceCount=3,
-                    memorySizeMB=40960),
+                    memorySizeMB=40523),
     "7g.80gb": dict(multiprocessorCount=112, sharedCopyEngineCount=7, sharedDecoderCount=5, sharedEncoderCount=0,
                     sharedJpegCount=1, sharedOfaCount=1, gpuInstanceSliceCount=7, computeInstanceSliceCount=7,
-                    memorySizeMB=81920),
+                    memorySizeMB=81047),
 }
 
 

@@ -16,6 +16,8 @@ import pytest
 
 import ansible_run
 import mig_profiles
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import gfd_labels
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.mig_role import planned_facts
 from fakenvml.profile import PROFILES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -38,6 +40,7 @@ PROFILE_TEXTS = {
     "busy": HEADER + gpu("A100-40GB", 0) + gpu("A100-40GB", 1, 1, "processes = 4242:python3, 4243:trainer\n"),
     "halfway": HEADER + gpu("A100-40GB", 0, 1, "mig_devices = 3g.20gb, 3g.20gb\nmig_fail_create_after = 2\n"),
     "hopper-off": HEADER + gpu("H100-80GB", 0, 0),
+    "half-off": HEADER + gpu("A100-40GB", 0, 1) + gpu("A100-40GB", 1, 0),
 }
 
 BAD_FILE = "version: v1\nmig-configs:\n  broken: [\n"
@@ -79,6 +82,20 @@ CASES = [
     ("overlap", "bad", "a100x4-mig", {"config": "overlap", "configs": OWN}, {}),
     ("t4-by-index", "bad", "t4x1", {"config": "t4-by-index", "configs": OWN}, {}),
     ("t4-all", "bad", "t4x1", {"config": "all-balanced"}, {}),
+    # check mode's labels of a geometry new to the node against the labels after the real change: GPU 0 with MIG
+    # on and no MIG device, GPU 1 with MIG off (to all-1g.5gb), then all-1g.5gb to all-3g.20gb
+    ("labels-facts", "labels", "@half-off", "facts", {}),
+    ("labels-check-1g", "labels", "@half-off", {"config": "all-1g.5gb", "nvidia_smi": str(SMI)}, {"check_mode": True}),
+    ("labels-apply-1g", "labels", "@half-off", {"config": "all-1g.5gb", "nvidia_smi": str(SMI)}, {}),
+    ("labels-facts-1g", "labels", "@half-off", "facts", {}),
+    ("labels-check-3g", "labels", "@half-off", {"config": "all-3g.20gb"}, {"check_mode": True}),
+    ("labels-apply-3g", "labels", "@half-off", {"config": "all-3g.20gb"}, {}),
+    ("labels-facts-3g", "labels", "@half-off", "facts", {}),
+    # MIG off on every GPU of the model: NVML answers no profile info before the change
+    ("off-facts", "off", "@ampere-off", "facts", {}),
+    ("off-check", "off", "@ampere-off", {"config": "all-1g.5gb", "nvidia_smi": str(SMI)}, {"check_mode": True}),
+    ("off-apply", "off", "@ampere-off", {"config": "all-1g.5gb", "nvidia_smi": str(SMI)}, {}),
+    ("off-facts-after", "off", "@ampere-off", "facts", {}),
 ]
 
 
@@ -265,3 +282,58 @@ def test_non_capable_gpu_is_skipped_under_all(results):
     result = ok(results, "t4-all")
     assert result["changed"] is False
     assert result["plan"]["gpus"][0]["skipped"] == "not MIG-capable"
+
+
+def gpu_facts(results, name):
+    return ok(results, name)["ansible_facts"]["nvidia_gpu"]
+
+
+def labels_of(facts):
+    """The GFD labels of the facts, under either MIG strategy (k8s-device-plugin internal/lm/mig-strategy.go)."""
+    return dict((strategy, gfd_labels(facts, strategy)) for strategy in ("single", "mixed"))
+
+
+ATTRIBUTE_SUFFIXES = (".memory", ".multiprocessors", ".slices.gi", ".slices.ci", ".engines.copy", ".engines.decoder",
+                      ".engines.encoder", ".engines.jpeg", ".engines.ofa")
+
+
+@pytest.mark.parametrize("before, check, after, profile", [
+    # GPU 1 from MIG off and GPU 0 from no MIG device, both to a profile no GPU of the node has yet
+    ("labels-facts", "labels-check-1g", "labels-facts-1g", "1g.5gb"),
+    # all-1g.5gb to all-3g.20gb: another profile new to the node
+    ("labels-facts-1g", "labels-check-3g", "labels-facts-3g", "3g.20gb"),
+])
+def test_check_mode_labels_equal_the_labels_after_the_change(results, before, check, after, profile):
+    """The facts check mode plans (mig_role.planned_facts over the module's plan) label the node exactly as the
+    facts read after the real change do, the new profile's memory, multiprocessors, slices and engines included."""
+    result = ok(results, check)
+    assert result["changed"] is True
+    planned = labels_of(planned_facts(gpu_facts(results, before), result))
+    real = labels_of(gpu_facts(results, after))
+    assert planned == real
+    prefix = "nvidia.com/mig-%s" % profile
+    assert set(key for key in real["mixed"] if key.startswith(prefix + ".")) == set(
+        prefix + suffix for suffix in ATTRIBUTE_SUFFIXES + (".count", ".product", ".replicas", ".sharing-strategy"))
+    # the plan's attributes are those the facts read of the MIG devices the change made
+    made = gpu_facts(results, after)["devices"][1]["mig"]["devices"][0]
+    assert result["plan"]["gpus"][1]["attributes"] == {profile: dict(
+        (key, made[key]) for key in ("memory_mib", "multiprocessors", "slices", "engines"))}
+
+
+def test_check_mode_from_mig_off_on_every_gpu_labels_what_the_profile_name_says(results):
+    """No GPU of the model has MIG on: NVML gives no profile info before the change, so check mode labels the
+    new profile's count, product and slices (from its name) and leaves out its multiprocessors and engines and its
+    memory (single: the whole GPU's memory stays); every other label equals the one after the real change."""
+    result = ok(results, "off-check")
+    assert result["plan"]["gpus"][0]["replan"] is True and result["plan"]["gpus"][0]["attributes"] == {}
+    planned = labels_of(planned_facts(gpu_facts(results, "off-facts"), result))
+    real = labels_of(gpu_facts(results, "off-facts-after"))
+    for strategy in ("single", "mixed"):
+        prefix = "nvidia.com/gpu" if strategy == "single" else "nvidia.com/mig-1g.5gb"
+        unknown = set(prefix + suffix for suffix in ATTRIBUTE_SUFFIXES if "slices" not in suffix)
+        assert unknown <= set(real[strategy])
+        assert (dict((k, v) for k, v in planned[strategy].items() if k not in unknown)
+                == dict((k, v) for k, v in real[strategy].items() if k not in unknown))
+        # single: the whole GPU's memory label stays, as no MIG device memory replaces it
+        assert dict((k, planned[strategy][k]) for k in unknown if k in planned[strategy]) == (
+            {"nvidia.com/gpu.memory": "40960"} if strategy == "single" else {})

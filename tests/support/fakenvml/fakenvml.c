@@ -67,8 +67,10 @@
  * c x mig_multiprocessors_per_slice (default 14, the A100's), sharedCopyEngineCount g,
  * decoders/JPEG/OFA as the A100 has them per GPU instance size (1g: 0/0/0, 2g: 1/0/0,
  * 3g and 4g: 2/0/0, 7g: 5/1/1; +me adds one decoder, JPEG and OFA to a 1g instance,
- * +me.all gives it the 7g media engines, -me none), no encoders, memorySizeMB gb x 1024
- * (the MIG device's memory total). Full GPUs answer NVML_ERROR_NOT_SUPPORTED.
+ * +me.all gives it the 7g media engines, -me none), no encoders, memorySizeMB (the MIG
+ * device's memory total) gb x 1024, except on a GPU with a MIG profile table (a model
+ * of mig_models), where it is the GPU instance profile's memorySizeMB, as NVML reports
+ * it. Full GPUs answer NVML_ERROR_NOT_SUPPORTED.
  *
  * No file: nvmlInit* returns NVML_ERROR_DRIVER_NOT_LOADED. A file that does
  * not parse: nvmlInit* returns NVML_ERROR_UNKNOWN and prints
@@ -1051,7 +1053,21 @@ static struct fake_ci *ci_add(struct fake_gi *gi, unsigned int slices, int want_
     return ci;
 }
 
-/* Rebuild the MIG devices of every GPU with a model from its instances (GPU instance id order). */
+/* The memory of a profile on this GPU: the table's value, scaled down to a GPU with less memory and kept
+ * below the profile's eighths of the GPU so that go-nvlib's naming (getMigMemorySizeGB) gives its name. */
+static unsigned long long shape_mib(const struct fake_device *gpu, unsigned int shape)
+{
+    const struct mig_model *m = &mig_models[gpu->model];
+    unsigned long long mib = m->mib[shape], cap;
+    if (gpu->memory_total_mib < m->table_mib)
+        mib = mib * gpu->memory_total_mib / m->table_mib;
+    cap = mig_shapes[shape].eighths * gpu->memory_total_mib / 8 - 64ULL * mig_shapes[shape].eighths;
+    return mib < cap ? mib : cap;
+}
+
+/* Rebuild the MIG devices of every GPU with a model from its instances (GPU instance id order). A MIG device's
+ * memory is its GPU instance profile's memorySizeMB, as NVML reports it (nvidia-smi: 4864MiB for a 1g.5gb of an
+ * A100-SXM4-40GB), not the profile name's rounded GB. */
 static void mig_rebuild(void)
 {
     static char keep[MAX_GPUS * MAX_MIG][24];
@@ -1086,7 +1102,9 @@ static void mig_rebuild(void)
                         snprintf(profile, sizeof(profile), "%s", name);
                     else
                         snprintf(profile, sizeof(profile), "%uc.%.20s", gi->ci[k].slices, name);
-                    add_mig(gpu, profile);
+                    struct fake_device *m = add_mig(gpu, profile);
+                    if (m)
+                        m->attributes.memorySizeMB = m->memory_total_mib = shape_mib(gpu, gi->shape);
                 }
             }
     }
@@ -1776,18 +1794,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mi
 }
 
 #ifndef FAKENVML_LEGACY
-/* The memory of a profile on this GPU: the table's value, scaled down to a GPU with less memory and kept
- * below the profile's eighths of the GPU so that go-nvlib's naming (getMigMemorySizeGB) gives its name. */
-static unsigned long long shape_mib(const struct fake_device *gpu, unsigned int shape)
-{
-    const struct mig_model *m = &mig_models[gpu->model];
-    unsigned long long mib = m->mib[shape], cap;
-    if (gpu->memory_total_mib < m->table_mib)
-        mib = mib * gpu->memory_total_mib / m->table_mib;
-    cap = mig_shapes[shape].eighths * gpu->memory_total_mib / 8 - 64ULL * mig_shapes[shape].eighths;
-    return mib < cap ? mib : cap;
-}
-
 static unsigned int gi_count(unsigned int gpu)
 {
     unsigned int i, n = 0;

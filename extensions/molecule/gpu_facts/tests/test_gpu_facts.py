@@ -12,9 +12,10 @@ def sanitised(name):
 
 
 # NVML's attributes of the lab's MIG profiles as the fake library gives them (tests/support/fakenvml/fakenvml.c
-# mig_attributes: an A100's media engines, 14 multiprocessors per slice)
+# mig_attributes: an A100's media engines, 14 multiprocessors per slice; mig_rebuild: the memory of the GPU
+# instance profile, REFERENCE 8.1)
 MIG_ATTRIBUTES = {
-    "3g.20gb": {"multiprocessors": 42, "slices": {"gi": 3, "ci": 3},
+    "3g.20gb": {"memory_mib": 19968, "multiprocessors": 42, "slices": {"gi": 3, "ci": 3},
                 "engines": {"copy": 3, "decoder": 2, "encoder": 0, "jpeg": 0, "ofa": 0}},
 }
 
@@ -23,7 +24,7 @@ def expected_device(index, gpu):
     capability = "%d.%d" % tuple(gpu["compute_capability"])
     # a MIG-enabled GPU's MIG devices as the fake library makes them of the profile's mig_devices
     migs = [dict(MIG_ATTRIBUTES[profile], slot=slot, name="%s MIG %s" % (gpu["name"], profile), profile=profile,
-                 uuid="MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1), memory_mib=int(profile.split(".")[1][:-2]) * 1024)
+                 uuid="MIG-%s%04x" % (gpu["uuid"][4:36], slot + 1))
             for slot, profile in enumerate(gpu.get("mig_devices", []))] if gpu.get("mig_mode") == 1 else []
     mig = ({"current": gpu["mig_mode"], "pending": gpu["mig_pending"], "devices": migs} if "mig_mode" in gpu
            else {"current": None, "pending": None, "devices": None})

@@ -389,3 +389,38 @@ def test_diff_has_one_line_per_gpu():
 ])
 def test_gpu_instance_profile_names(constant, slices, memory_mib, device_mib, name):
     assert mp.gpu_instance_profile_name(constant, slices, memory_mib, device_mib * 1024 * 1024) == name
+
+
+def _with_info(gpus):
+    """The GPUs with the SM and engine counts mig_nvml reads of each profile (here made up per slice count)."""
+    for gpu in gpus:
+        gpu["profiles"] = dict((name, dict(row, multiprocessors=14 * row["slices"], engines={
+            "copy": row["slices"], "decoder": 0, "encoder": 0, "jpeg": 0, "ofa": 0}))
+            for name, row in gpu["profiles"].items()) if gpu["profiles"] is not None else None
+    return gpus
+
+
+@pytest.mark.parametrize("gpus, config, expected", [
+    # MIG on: each planned profile's attributes from the GPU's own table (memory of tests/support/mig_profiles.py)
+    (_with_info(fx.node("A100-40GB", 1, current=True)), "all-balanced", {
+        "1g.5gb": {"memory_mib": 4864, "multiprocessors": 14, "slices": {"gi": 1, "ci": 1},
+                   "engines": {"copy": 1, "decoder": 0, "encoder": 0, "jpeg": 0, "ofa": 0}},
+        "2g.10gb": {"memory_mib": 9856, "multiprocessors": 28, "slices": {"gi": 2, "ci": 2},
+                    "engines": {"copy": 2, "decoder": 0, "encoder": 0, "jpeg": 0, "ofa": 0}},
+        "3g.20gb": {"memory_mib": 19968, "multiprocessors": 42, "slices": {"gi": 3, "ci": 3},
+                    "engines": {"copy": 3, "decoder": 0, "encoder": 0, "jpeg": 0, "ofa": 0}}}),
+    # a reader without SM and engine counts: those unknown (None), as the facts key them
+    (fx.node("H100-80GB", 1, current=True), "all-1g.10gb", {
+        "1g.10gb": {"memory_mib": 10240, "multiprocessors": None, "slices": {"gi": 1, "ci": 1},
+                    "engines": {"copy": None, "decoder": None, "encoder": None, "jpeg": None, "ofa": None}}}),
+    # MIG off on the GPU, another of its model on: that GPU's table stands in
+    ([fx.gpu("A100-40GB", 0, current=True), dict(fx.gpu("A100-40GB", 1), profiles=None)], "all-3g.20gb", {
+        "3g.20gb": {"memory_mib": 19968, "multiprocessors": None, "slices": {"gi": 3, "ci": 3},
+                    "engines": {"copy": None, "decoder": None, "encoder": None, "jpeg": None, "ofa": None}}}),
+    # MIG off on every GPU of the model: NVML gave no table, nothing is known before the change
+    ([dict(fx.gpu("A100-40GB", 0), profiles=None)], "all-3g.20gb", {}),
+    # MIG turned off: no MIG device, no attributes
+    (fx.node("A100-40GB", 1, current=True), "all-disabled", {}),
+])
+def test_plan_attributes_of_each_planned_profile(gpus, config, expected):
+    assert mp.plan(gpus, SHIPPED, config)["gpus"][-1]["attributes"] == expected

@@ -9,7 +9,7 @@ import pytest
 
 import mig_profiles as fx
 from ansible_collections.kubegpu.nvidia.plugins.module_utils import mig_configs, mig_plan, mig_role
-from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import plugin_view
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.gfd_labels import gfd_labels, plugin_view
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.node_model import plugin_allocatable
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
@@ -170,25 +170,79 @@ def lab_a100_facts():
     return {"present": True, "count": 4, "devices": devices, "health": {"status": "healthy"}}
 
 
-def planned(facts, config):
+# What mig_nvml reads from NVML's GPU-instance profile info of an A100-40GB besides tests/support/mig_profiles.py's
+# table (multiprocessorCount; copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount), as the fake NVML
+# answers it (tests/support/fakenvml/fakenvml.c profile_info: 14 SMs a slice, media_engines): the 3g.20gb row is
+# THREE_G's, the attributes of the MIG device NVML reports for that profile.
+A100_INFO = {"1g.5gb": (14, (1, 0, 0, 0, 0)), "1g.5gb+me": (14, (1, 1, 0, 1, 1)), "1g.10gb": (14, (1, 0, 0, 0, 0)),
+             "2g.10gb": (28, (2, 1, 0, 0, 0)), "3g.20gb": (42, (3, 2, 0, 0, 0)), "4g.20gb": (56, (4, 2, 0, 0, 0)),
+             "7g.40gb": (98, (7, 5, 0, 1, 1))}
+ENGINES = ("copy", "decoder", "encoder", "jpeg", "ofa")
+
+
+def a100_node(current=True, info=True, count=4):
+    """4 x A100-40GB as mig_nvml reads them; ``info``: with the profile info's SM and engine counts."""
+    gpus = fx.node("A100-40GB", count, current=current)
+    for gpu in gpus:
+        gpu["profiles"] = dict((name, dict(row, multiprocessors=A100_INFO[name][0],
+                                           engines=dict(zip(ENGINES, A100_INFO[name][1]))) if info else dict(row))
+                               for name, row in gpu["profiles"].items()) if current else None
+    return gpus
+
+
+def planned(facts, config, current=True, info=False):
     """The facts after the plan (mig_plan over tests/support/mig_profiles.py's A100-40GB, MIG on as in the facts)."""
-    gpus = fx.node("A100-40GB", 4, current=True)
+    gpus = a100_node(current, info)
     return mig_role.planned_facts(facts, {"plan": mig_plan.plan(gpus, mig_configs.shipped(), config)})
+
+
+def attributes(memory, multiprocessors, slices, engines):
+    return {"memory_mib": memory, "multiprocessors": multiprocessors, "slices": {"gi": slices, "ci": slices},
+            "engines": dict(zip(ENGINES, engines))}
+
+
+NONE = (None,) * 5
+
+
+@pytest.mark.parametrize("current, info, profile, expected", [
+    # a profile already on a GPU of the model lends that MIG device's attributes
+    (True, True, "3g.20gb", dict((k, THREE_G[k]) for k in mig_role.MIG_PROFILE_ATTRIBUTES)),
+    # a profile new to the node: those NVML's profile info gives for it, as the facts read them once it exists
+    (True, True, "1g.5gb", attributes(4864, 14, 1, (1, 0, 0, 0, 0))),
+    (True, True, "2g.10gb", attributes(9856, 28, 2, (2, 1, 0, 0, 0))),
+    # a reader that gave no SM or engine counts: the memory and slices of the table, the rest unknown
+    (True, False, "1g.5gb", attributes(4864, None, 1, NONE)),
+    # MIG off on every GPU of the model: NVML answers no profile info, only the profile and name are known
+    (False, True, "1g.5gb", {}),
+    (False, True, "3g.20gb", dict((k, THREE_G[k]) for k in mig_role.MIG_PROFILE_ATTRIBUTES)),
+])
+def test_planned_facts_attributes_of_a_planned_mig_device(current, info, profile, expected):
+    after = planned(lab_a100_facts(), "all-balanced", current, info)
+    for device in after["devices"]:
+        migs = [m for m in device["mig"]["devices"] if m["profile"] == profile]
+        assert migs and all(m == dict(expected, name="NVIDIA A100-SXM4-40GB MIG " + profile, profile=profile)
+                            for m in migs)
 
 
 def test_planned_facts_give_the_node_model_the_geometry_the_change_makes():
     facts = lab_a100_facts()
-    after = planned(facts, "all-balanced")
+    after = planned(facts, "all-balanced", info=True)
     # the GPU Operator's all-balanced on the A100-40GB (REFERENCE 8.1): 1g.5gb x2, 2g.10gb, 3g.20gb per GPU
     for device in after["devices"]:
         assert (device["mig"]["current"], device["mig"]["pending"]) == (1, 1)
         assert [m["profile"] for m in device["mig"]["devices"]] == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
-        # a profile already on the node lends its attributes; another gets only its profile and name
-        assert device["mig"]["devices"][3] == dict((k, THREE_G[k]) for k in mig_role.MIG_PROFILE_ATTRIBUTES) | {
-            "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "profile": "3g.20gb"}
-        assert device["mig"]["devices"][0] == {"name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "profile": "1g.5gb"}
     assert plugin_allocatable(after["devices"], plugin_view("mixed")) == (
         {"nvidia.com/mig-1g.5gb": 8, "nvidia.com/mig-2g.10gb": 4, "nvidia.com/mig-3g.20gb": 4}, None)
+    # every per-profile label of the mixed strategy, the new profiles' included (internal/lm/mig-strategy.go)
+    labels = gfd_labels(after, "mixed")
+    assert dict((k, v) for k, v in labels.items() if k.startswith("nvidia.com/mig-1g.5gb.")) == {
+        "nvidia.com/mig-1g.5gb.count": "8", "nvidia.com/mig-1g.5gb.replicas": "1",
+        "nvidia.com/mig-1g.5gb.sharing-strategy": "none", "nvidia.com/mig-1g.5gb.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+        "nvidia.com/mig-1g.5gb.memory": "4864", "nvidia.com/mig-1g.5gb.multiprocessors": "14",
+        "nvidia.com/mig-1g.5gb.slices.gi": "1", "nvidia.com/mig-1g.5gb.slices.ci": "1",
+        "nvidia.com/mig-1g.5gb.engines.copy": "1", "nvidia.com/mig-1g.5gb.engines.decoder": "0",
+        "nvidia.com/mig-1g.5gb.engines.encoder": "0", "nvidia.com/mig-1g.5gb.engines.jpeg": "0",
+        "nvidia.com/mig-1g.5gb.engines.ofa": "0"}
     # the facts read are left alone, and every other fact is kept
     assert facts == lab_a100_facts()
     assert after["health"] == facts["health"] and after["count"] == 4
