@@ -2,12 +2,14 @@
 # Copyright: kubegpu.nvidia contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the per-node choice between the device plugin and DRA (module_utils/gpu_allocation.py):
-kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_compute_domain_classes,
+kubegpu.nvidia.gpu_allocation, runtime_cdi, dra_hosts, dra_problems, dra_planned_problems, dra_compute_domain_classes,
 dra_deployment_problem, dra_slice_readiness, allocation_switches and switch_tolerations."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import os
 
 # The filters import the module_utils they use when called, not here (docs/development.md, Conventions).
 
@@ -48,18 +50,60 @@ def dra_hosts(hosts, hostvars):
     return [host for host in hosts or [] if gpu_allocation(host, hostvars) == "dra"]
 
 
-def dra_problems(hosts, hostvars, cluster_version, device_classes=None, compute_domains=False):
-    """Every reason the DRA driver cannot be deployed on the DRA hosts of ``hosts``, as one line ("" when none)."""
+def _dra_message(name, hosts, hostvars, cluster_version, device_classes, compute_domains, driver_runs=None):
     from ansible_collections.kubegpu.nvidia.plugins.module_utils import gpu_allocation as ga
 
     nodes = []
     for host in dra_hosts(hosts, hostvars):
-        host_vars = _host_vars(host, hostvars, "dra_problems")
+        host_vars = _host_vars(host, hostvars, name)
         gpu = (host_vars.get("ansible_facts") or {}).get("nvidia_gpu") or {}
-        nodes.append({"host": host, "driver_version": gpu.get("driver_version"),
+        version, planned = gpu.get("driver_version"), False
+        if driver_runs is not None:
+            version, planned = ga.planned_driver(gpu, host_vars, driver_runs, _default_branch(host_vars))
+        nodes.append({"host": host, "driver_version": version, "driver_planned": planned,
                       "cdi": ga.runtime_cdi(host, host_vars)})
-    problems = ga.dra_problems(cluster_version, nodes, device_classes, bool(compute_domains))
+    problems = ga.dra_problems(cluster_version, nodes, device_classes, bool(compute_domains),
+                               check_cluster=driver_runs is None or cluster_version is not None)
     return ("DRA cannot be deployed: " + "; ".join(problems)) if problems else ""
+
+
+def dra_problems(hosts, hostvars, cluster_version, device_classes=None, compute_domains=False):
+    """Every reason the DRA driver cannot be deployed on the DRA hosts of ``hosts``, as one line ("" when none)."""
+    return _dra_message("dra_problems", hosts, hostvars, cluster_version, device_classes, compute_domains)
+
+
+def _default_branch(host_vars):
+    """The driver branch the driver role installs on a host that asks for none: ``_nvidia_driver_default_branch``
+    of the vars file the role loads for the host's distribution (the role's first_found candidates, in its order)."""
+    import yaml
+
+    facts = host_vars.get("ansible_facts") or {}
+    names = [facts.get("distribution"), facts.get("os_family")]
+    major = facts.get("distribution_major_version")
+    candidates = [n for name in names if name for n in ("%s-%s.yml" % (name, major), "%s.yml" % name)] + ["default.yml"]
+    vars_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles", "nvidia_driver", "vars")
+    for candidate in candidates:
+        path = os.path.join(vars_dir, candidate)
+        if os.path.isfile(path):
+            with open(path) as handle:
+                branch = (yaml.safe_load(handle) or {}).get("_nvidia_driver_default_branch")
+            return str(branch) if branch else None
+    return None
+
+
+def dra_planned_problems(hosts, hostvars, cluster_version, run_tags=None, skip_tags=None, device_classes=None,
+                         compute_domains=False):
+    """``dra_problems`` on what the site run will leave, before it changes anything: the driver this run's driver
+    role installs on a DRA host (when its play runs under ``run_tags`` / ``skip_tags``), else the loaded one;
+    ``cluster_version`` None when the run does not read the cluster (not checked then; the DRA driver role, which
+    needs the cluster, checks it)."""
+    from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
+
+    for name, value in (("run_tags", run_tags), ("skip_tags", skip_tags)):
+        if value is not None and not isinstance(value, (list, tuple)):
+            raise AnsibleFilterError("dra_planned_problems expects %s as a list of tags, not %s" % (name, type(value).__name__))
+    return _dra_message("dra_planned_problems", hosts, hostvars, cluster_version, device_classes, compute_domains,
+                        driver_runs=site_plan.driver_play_runs(run_tags, skip_tags))
 
 
 def dra_compute_domain_classes(compute_domains):
@@ -124,7 +168,8 @@ class FilterModule:
 
     def filters(self):
         return {"gpu_allocation": gpu_allocation, "runtime_cdi": runtime_cdi, "dra_hosts": dra_hosts,
-                "dra_problems": dra_problems, "dra_compute_domain_classes": dra_compute_domain_classes,
+                "dra_problems": dra_problems, "dra_planned_problems": dra_planned_problems,
+                "dra_compute_domain_classes": dra_compute_domain_classes,
                 "dra_deployment_problem": dra_deployment_problem,
                 "dra_slice_readiness": dra_slice_readiness,
                 "allocation_switches": allocation_switches, "switch_tolerations": switch_tolerations}

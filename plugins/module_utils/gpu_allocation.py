@@ -14,7 +14,10 @@ dra-driver-nvidia-gpu refuses to render its chart next to the device plugin unle
 
 ``dra_problems`` is the DRA preflight: every refusal at once, before anything is applied (Kubernetes older
 than 1.34, a driver older than 565, CDI not enabled in the runtime, a node set to both, a DeviceClass name or
-CEL selector that does not compile, the ComputeDomain classes included when asked). ``slice_readiness`` compares, from ONE list of the driver's
+CEL selector that does not compile, the ComputeDomain classes included when asked). It runs twice on one
+site run: right after the GPU facts are read, on what the run will leave (``planned_driver``: the driver
+the driver role installs; ``runtime_cdi``: the CDI the toolkit role enables), before any play changes
+anything; and as the DRA driver role's first task, on what it finds. ``slice_readiness`` compares, from ONE list of the driver's
 ResourceSlices, each DRA node's published devices with what its GPU facts say it has.
 """
 
@@ -24,6 +27,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import driver_packages as pkgs
+from ansible_collections.kubegpu.nvidia.plugins.module_utils.driver_plan import needs_install
 from ansible_collections.kubegpu.nvidia.plugins.module_utils.errors import InputError
 
 try:
@@ -96,6 +101,29 @@ def runtime_cdi(host, hostvars):
     return True if host_allocation(host, hostvars) == DRA else None
 
 
+def planned_driver(gpu_facts, host_vars, driver_runs=True, default_branch=None):
+    """``(version, planned)``: the NVIDIA driver ``host_vars``' host runs once this run's driver role is done.
+
+    The loaded one (``gpu_facts["driver_version"]``, ``planned`` False) unless the driver role runs on the host
+    (``driver_runs``, and ``nvidia_driver_skip`` not true) and installs another: the role's own test
+    (``driver_plan.needs_install``) against ``nvidia_driver_version``, else ``nvidia_driver_branch``, else
+    ``default_branch`` (the distribution's, from the role's vars). The result is the version or the branch the
+    host asks for (the exact version of a branch is resolved on the node, later; its major is what counts).
+    """
+    gpu_facts = gpu_facts or {}
+    host_vars = host_vars or {}
+    loaded = gpu_facts.get("driver_version")
+    skip = host_vars.get("nvidia_driver_skip")
+    if not driver_runs or skip is True or str(skip).lower() in ("true", "yes", "1"):
+        return loaded, False
+    version = str(host_vars.get("nvidia_driver_version") or "") or None
+    branch = pkgs.branch_of(version) if version else str(host_vars.get("nvidia_driver_branch") or default_branch or "")
+    if not branch:
+        return loaded, False
+    install, reason = needs_install(gpu_facts, {}, version, branch, None)
+    return ((version or branch), True) if install else (loaded, False)
+
+
 def node_labels(allocation):
     """The label the collection writes for ``allocation``: ``{DRA_LABEL: "true"}`` on a DRA node, None (remove
     it) on a device plugin node."""
@@ -136,18 +164,20 @@ def compute_domain_classes(compute_domains):
         if compute_domains else {}
 
 
-def dra_problems(cluster_version, nodes, device_classes=None, compute_domains=False):
+def dra_problems(cluster_version, nodes, device_classes=None, compute_domains=False, check_cluster=True):
     """Every reason the DRA driver cannot be deployed, as one list of one-line texts (empty: go ahead).
 
-    ``cluster_version``: ``kubegpu_cluster.version`` (``"1.34.2"``). ``nodes``: one dict per DRA host with
-    ``host``, ``driver_version`` (its GPU facts', None when unknown), ``cdi`` (whether the runtime has CDI
+    ``cluster_version``: ``kubegpu_cluster.version`` (``"1.34.2"``), not looked at with ``check_cluster``
+    false (a run of the node plays alone, which does not read the cluster). ``nodes``: one dict per DRA host with
+    ``host``, ``driver_version`` (its GPU facts', None when unknown), ``driver_planned`` (true when that
+    version is the one this run's driver role installs, not the loaded one), ``cdi`` (whether the runtime has CDI
     enabled, None when the toolkit role did not say), ``runtime`` (whether the NVIDIA runtime is configured,
     None when unknown). ``device_classes``: ``{name: [CEL selector, ...]}`` the role would create;
     ``compute_domains``: whether the ComputeDomain part is deployed too (its two DeviceClasses are checked, and
     a configured class of the same name refused: both would be applied under one name).
     """
     problems = []
-    if nodes and _version_tuple(cluster_version)[:2] < MIN_KUBERNETES:
+    if nodes and check_cluster and _version_tuple(cluster_version)[:2] < MIN_KUBERNETES:
         problems.append("the cluster runs Kubernetes %s; DRA (resource.k8s.io/v1) needs 1.34 or newer"
                         % (cluster_version or "of an unknown version"))
     for node in nodes or []:
@@ -156,6 +186,9 @@ def dra_problems(cluster_version, nodes, device_classes=None, compute_domains=Fa
         if not major:
             problems.append("DRA host %s: its GPU facts name no driver version (the DRA driver needs %d or newer)"
                             % (host, MIN_DRIVER))
+        elif major[0] < MIN_DRIVER and node.get("driver_planned"):
+            problems.append("DRA host %s gets NVIDIA driver %s from this run's driver role; the DRA driver needs %d "
+                            "or newer" % (host, node.get("driver_version"), MIN_DRIVER))
         elif major[0] < MIN_DRIVER:
             problems.append("DRA host %s runs NVIDIA driver %s; the DRA driver needs %d or newer"
                             % (host, node.get("driver_version"), MIN_DRIVER))

@@ -29,6 +29,7 @@ CONTROL_GROUP = "k8s_control"
 API_PLAY_TAGS = (("health",), ("mig",), ("labels",), ("device_plugin",), ("dra",), ("dcgm_exporter",), ("tenants",),
                  ("validation",))
 PREFLIGHT_TAG = "preflight"
+DRIVER_TAGS = ("driver", "nvidia_driver", "nvidia_driver_install")
 
 
 def inventory_problem(groups, gpu_group=GPU_GROUP, control_group=CONTROL_GROUP):
@@ -66,6 +67,12 @@ def uses_api(run_tags, skip_tags=None):
     if PREFLIGHT_TAG in only_tags and PREFLIGHT_TAG not in skip_tags:
         return True
     return any(_play_runs(tags, only_tags, skip_tags) for tags in API_PLAY_TAGS)
+
+
+def driver_play_runs(run_tags, skip_tags=None):
+    """Whether the driver play (tag ``driver``, its role's tasks ``nvidia_driver`` and ``nvidia_driver_install``)
+    runs under these tags (``ansible_run_tags``, ``ansible_skip_tags``)."""
+    return _play_runs(DRIVER_TAGS, set(run_tags or ["all"]), set(skip_tags or []))
 
 
 def _truthy(value):

@@ -244,3 +244,52 @@ def test_the_health_play_gates_from_the_facts_the_preflight_read(site):
     assert second.rc == 0 and (GATE_CALL, "localhost") not in second.changed
     if site.kube.is_test_server:
         assert not set(site.kube.server.request_counts()) & WRITE_VERBS
+
+
+# kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 README.md: Kubernetes 1.34 or newer, NVIDIA driver 565 or newer.
+DRA_CHECK = "kubegpu.nvidia.preflight : Check DRA before any play changes anything"
+
+
+def _dra_host(site):
+    # a DRA host whose driver the run keeps (pre-installed: nvidia_driver_skip), the T4 profile's 535.104.05
+    site.kube.node(site.gpu_host)
+    labels = dict(site.kube.core().read_node(site.gpu_host).metadata.labels or {})
+    host = local(kubegpu_gpu_allocation="dra", nvidia_driver_skip=True)
+    return site.inventory(groups={"gpu_nodes": {"hosts": {site.gpu_host: host}}},
+                          control={"localhost": local()}), labels
+
+
+def _refused_early(site, result, message):
+    # one failure, the early check's, in the facts play; no task changed anything on any host
+    msg = result.assert_refused(site, message)
+    assert result.failures[0][0] == DRA_CHECK, result.failures
+    assert "\n" not in msg
+    assert all(stats.get("changed", 0) == 0 for stats in result.out["stats"].values()), result.out["stats"]
+    return msg
+
+
+def test_a_dra_host_with_an_old_driver_is_refused_before_anything_changes(site):
+    inventory, labels = _dra_host(site)
+    result = site.run(inventory)
+    msg = _refused_early(site, result, "DRA cannot be deployed: DRA host %s runs NVIDIA driver 535.104.05; the DRA "
+                                       "driver needs 565 or newer" % site.gpu_host)
+    assert "Kubernetes" not in msg  # the test server answers 1.34.2
+    # the node as it was: no DRA label, no taint, no cordon
+    after = site.kube.core().read_node(site.gpu_host)
+    assert dict(after.metadata.labels or {}) == labels
+    assert not after.spec.taints and not after.spec.unschedulable
+
+
+def test_a_dra_host_on_a_cluster_older_than_1_34_is_refused_before_anything_changes(site):
+    if not site.kube.is_test_server:
+        pytest.skip("needs the API test server to answer an older version")
+    inventory, labels = _dra_host(site)
+    server = site.kube.server
+    server.version = dict(server.version, minor="33", gitVersion="v1.33.5")
+    try:
+        result = site.run(inventory, None, "--tags", "labels")
+    finally:
+        server.version = dict(server.version, minor="34", gitVersion="v1.34.2")
+    msg = _refused_early(site, result, "DRA cannot be deployed: the cluster runs Kubernetes 1.33")
+    assert "DRA host %s runs NVIDIA driver 535.104.05" % site.gpu_host in msg
+    assert dict(site.kube.core().read_node(site.gpu_host).metadata.labels or {}) == labels

@@ -40,6 +40,44 @@ def test_dra_problems_in_one_line():
         "CDI enabled in its container runtime (set nvidia_container_toolkit_cdi: true or leave it null for DRA hosts)")
 
 
+def test_dra_planned_problems_checks_what_the_run_will_leave():
+    # the early check: the driver the driver role installs (nvidia_driver_branch) instead of the loaded one
+    hostvars = dict(HOSTVARS, old=dict(HOSTVARS["old"], nvidia_container_toolkit_cdi=None, nvidia_driver_branch="580"))
+    assert f.dra_planned_problems(["h100", "old", "t4"], hostvars, "1.34.2", ["all"], []) == ""
+    # the driver play left out by the tags: the loaded 550 stays
+    assert f.dra_planned_problems(["old"], hostvars, "1.34.2", ["labels", "dra"], []) == (
+        "DRA cannot be deployed: DRA host old runs NVIDIA driver 550.54.15; the DRA driver needs 565 or newer")
+    assert f.dra_planned_problems(["old"], hostvars, "1.34.2", ["all"], ["driver"]).startswith(
+        "DRA cannot be deployed: DRA host old runs NVIDIA driver 550.54.15")
+    lower = dict(hostvars, old=dict(hostvars["old"], nvidia_driver_branch="560"))
+    assert f.dra_planned_problems(["old"], lower, "1.33.1", ["driver", "labels"], []) == (
+        "DRA cannot be deployed: the cluster runs Kubernetes 1.33.1; DRA (resource.k8s.io/v1) needs 1.34 or newer; "
+        "DRA host old gets NVIDIA driver 560 from this run's driver role; the DRA driver needs 565 or newer")
+    # a run that does not read the cluster: its version is left to the DRA driver role
+    assert f.dra_planned_problems(["h100"], HOSTVARS, None, ["toolkit"], []) == ""
+    with pytest.raises(AnsibleFilterError, match="dra_planned_problems expects run_tags as a list of tags, not str"):
+        f.dra_planned_problems(["h100"], HOSTVARS, "1.34.2", "all")
+
+
+@pytest.mark.parametrize("facts, branch", [
+    # roles/nvidia_driver/tasks/main.yml's first_found over roles/nvidia_driver/vars
+    ({"distribution": "Ubuntu", "distribution_major_version": "24", "os_family": "Debian"}, "580"),
+    ({"distribution": "Debian", "distribution_major_version": "12", "os_family": "Debian"}, "535"),
+    ({"distribution": "Rocky", "distribution_major_version": "9", "os_family": "RedHat"}, "580"),
+    ({"distribution": "Plan9", "distribution_major_version": "4", "os_family": "Plan9"}, None),
+    ({}, None),
+])
+def test_the_default_branch_is_the_driver_role_s(facts, branch):
+    gpu = {"present": True, "count": 1, "driver_version": "535.104.05"}
+    hostvars = {"dra": {"kubegpu_gpu_allocation": "dra", "ansible_facts": dict(facts, nvidia_gpu=gpu)}}
+    problem = f.dra_planned_problems(["dra"], hostvars, "1.34.2", ["all"], [])
+    if branch == "580":
+        assert problem == ""
+    else:
+        assert problem == ("DRA cannot be deployed: DRA host dra runs NVIDIA driver 535.104.05; the DRA driver "
+                           "needs 565 or newer")
+
+
 def test_dra_problems_with_compute_domains():
     classes = {"compute-domain-default-channel.nvidia.com": ["device.driver == 'gpu.nvidia.com'"]}
     assert f.dra_problems(["h100"], HOSTVARS, "1.34.2", classes) == ""
@@ -112,6 +150,6 @@ def test_allocation_switches_with_their_message_and_the_cordon_toleration():
 
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == ["allocation_switches", "dra_compute_domain_classes",
-                                                  "dra_deployment_problem", "dra_hosts", "dra_problems",
+                                                  "dra_deployment_problem", "dra_hosts", "dra_planned_problems", "dra_problems",
                                                   "dra_slice_readiness", "gpu_allocation", "runtime_cdi",
                                                   "switch_tolerations"]

@@ -4,6 +4,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubegpu.nvidia.plugins.filter.site_plan import inventory_problem, site_uses_api, validation_plan
+from ansible_collections.kubegpu.nvidia.plugins.module_utils import site_plan
 
 HOSTS = ["gpu-a", "gpu-b", "gpu-c"]
 
@@ -78,6 +79,21 @@ def test_site_uses_api(run_tags, skip_tags, uses):
 def test_site_uses_api_refuses_what_is_not_tags():
     with pytest.raises(AnsibleFilterError, match="site_uses_api expects run_tags as a list of tags, not str"):
         site_uses_api("labels")
+
+
+@pytest.mark.parametrize("run_tags, skip_tags, runs", [
+    # the driver play is tagged driver, its role's tasks nvidia_driver and nvidia_driver_install (playbooks/site.yml)
+    (["all"], [], True),
+    (None, None, True),
+    (["driver"], [], True),
+    (["nvidia_driver_install"], [], True),
+    (["labels", "dra"], [], False),
+    (["all"], ["driver"], False),
+    (["tagged"], [], True),
+    (["all"], ["tagged"], False),
+])
+def test_driver_play_runs(run_tags, skip_tags, runs):
+    assert site_plan.driver_play_runs(run_tags, skip_tags) is runs
 
 
 def listed(name, changed=False):

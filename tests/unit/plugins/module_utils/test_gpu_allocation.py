@@ -97,6 +97,45 @@ def test_dra_preflight_refusals(version, nodes, classes, problem):
     assert problems[0].startswith(problem)
 
 
+def test_dra_preflight_on_the_planned_driver_names_it_as_this_run_s():
+    # the early check (site.yml's facts play) gives the driver the driver role installs, not the loaded one
+    (problem,) = ga.dra_problems("1.34.2", [dict(GOOD, driver_version="550", driver_planned=True)], {})
+    assert problem == "DRA host h100 gets NVIDIA driver 550 from this run's driver role; the DRA driver needs 565 or newer"
+    assert ga.dra_problems("1.34.2", [dict(GOOD, driver_version="580", driver_planned=True)], {}) == []
+
+
+def test_dra_preflight_without_the_cluster_leaves_its_version_out():
+    # a run of the node plays alone does not read the cluster: the DRA driver role checks its version later
+    assert ga.dra_problems(None, [GOOD], {}, check_cluster=False) == []
+    assert ga.dra_problems("1.33.5", [GOOD], {}, check_cluster=False) == []
+
+
+T4_535 = {"present": True, "count": 1, "driver_version": "535.104.05"}
+
+
+@pytest.mark.parametrize("gpu, host_vars, runs, default, planned", [
+    # nothing asked and no default known: the loaded driver stays
+    (T4_535, {}, True, None, ("535.104.05", False)),
+    # the distribution's default branch (roles/nvidia_driver/vars/Ubuntu.yml 580) replaces another branch
+    (T4_535, {}, True, "580", ("580", True)),
+    # the same branch loaded: the role installs nothing (driver_plan.needs_install)
+    (T4_535, {}, True, "535", ("535.104.05", False)),
+    (T4_535, {"nvidia_driver_branch": 570}, True, "535", ("570", True)),
+    (T4_535, {"nvidia_driver_version": "570.195.03"}, True, "535", ("570.195.03", True)),
+    (T4_535, {"nvidia_driver_version": "535.104.05"}, True, "580", ("535.104.05", False)),
+    (T4_535, {"nvidia_driver_branch": "550"}, True, None, ("550", True)),
+    # a pre-installed driver (nvidia_driver_skip) or a run whose tags leave the driver play out keeps the loaded one
+    (T4_535, {"nvidia_driver_branch": 570, "nvidia_driver_skip": True}, True, None, ("535.104.05", False)),
+    (T4_535, {"nvidia_driver_branch": 570, "nvidia_driver_skip": "yes"}, True, None, ("535.104.05", False)),
+    (T4_535, {"nvidia_driver_branch": 570}, False, None, ("535.104.05", False)),
+    # no driver loaded: the role installs the branch asked for
+    ({"present": True, "count": 1}, {"nvidia_driver_branch": 580}, True, None, ("580", True)),
+    ({"present": True, "count": 1}, {}, True, None, (None, False)),
+])
+def test_planned_driver(gpu, host_vars, runs, default, planned):
+    assert ga.planned_driver(gpu, host_vars, runs, default) == planned
+
+
 @pytest.mark.skipif(not ga.HAS_CELPY, reason="cel-python is not installed")
 @pytest.mark.parametrize("selector", [
     "device.driver == ",
