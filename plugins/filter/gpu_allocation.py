@@ -85,7 +85,7 @@ def _default_branch(host_vars):
     for candidate in candidates:
         path = os.path.join(vars_dir, candidate)
         if os.path.isfile(path):
-            with open(path) as handle:
+            with open(path, encoding="utf-8") as handle:
                 branch = (yaml.safe_load(handle) or {}).get("_nvidia_driver_default_branch")
             return str(branch) if branch else None
     return None
