@@ -120,8 +120,9 @@ def planned_driver(gpu_facts, host_vars, driver_runs=True, default_branch=None):
     branch = pkgs.branch_of(version) if version else str(host_vars.get("nvidia_driver_branch") or default_branch or "")
     if not branch:
         return loaded, False
-    install, reason = needs_install(gpu_facts, {}, version, branch, None)
-    return ((version or branch), True) if install else (loaded, False)
+    if needs_install(gpu_facts, {}, version, branch, None)[0]:
+        return version or branch, True
+    return loaded, False
 
 
 def node_labels(allocation):
