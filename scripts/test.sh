@@ -110,7 +110,7 @@ stage_molecule() {
     local queue=() file scenario failed=()
     local -A lane=() lane_start=()
     for scenario in "${MOLECULE_LONGEST[@]}"; do
-        [ -f "extensions/molecule/$scenario/molecule.yml" ] && queue+=("$scenario")
+        if [ -f "extensions/molecule/$scenario/molecule.yml" ]; then queue+=("$scenario"); fi
     done
     for file in extensions/molecule/*/molecule.yml; do
         [ -f "$file" ] || continue
