@@ -5,16 +5,24 @@ import pytest
 
 kubernetes = pytest.importorskip("kubernetes")
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
-    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-             "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor",
-                       "listKind": "ServiceMonitorList"},
-             "versions": [{"name": "v1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+
+def namespaced_crd(group, kind, version, subresources=None):
+    """A namespaced CustomResourceDefinition of ``kind`` (plural: lower-case kind + "s") with one served and
+    stored ``version`` whose schema keeps unknown fields."""
+    singular = kind.lower()
+    served = {"name": version, "served": True, "storage": True,
+              "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    if subresources:
+        served["subresources"] = subresources
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "%ss.%s" % (singular, group)},
+        "spec": {"group": group, "scope": "Namespaced", "versions": [served],
+                 "names": {"plural": singular + "s", "singular": singular, "kind": kind, "listKind": kind + "List"}},
+    }
+
+
+CRD = namespaced_crd("monitoring.coreos.com", "ServiceMonitor", "v1")
 MONITOR = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
            "metadata": {"name": "m", "namespace": "default"},
            "spec": {"selector": {"matchLabels": {"app": "x"}}, "endpoints": [{"port": "metrics"}]}}
@@ -49,16 +57,7 @@ def test_a_servicemonitor_is_served_only_while_its_crd_exists(kube_server, kube)
 
 # kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 deployments/helm/dra-driver-nvidia-gpu/crds/
 # resource.nvidia.com_computedomains.yaml (namespaced, v1beta1, status subresource); demo/specs/imex/channel-injection.yaml
-CD_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "computedomains.resource.nvidia.com"},
-    "spec": {"group": "resource.nvidia.com", "scope": "Namespaced",
-             "names": {"plural": "computedomains", "singular": "computedomain", "kind": "ComputeDomain",
-                       "listKind": "ComputeDomainList"},
-             "versions": [{"name": "v1beta1", "served": True, "storage": True, "subresources": {"status": {}},
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+CD_CRD = namespaced_crd("resource.nvidia.com", "ComputeDomain", "v1beta1", subresources={"status": {}})
 DOMAIN = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
           "metadata": {"name": "imex-channel-injection", "namespace": "default"},
           "spec": {"numNodes": 1, "channel": {"resourceClaimTemplate": {"name": "imex-channel-0"}}},
